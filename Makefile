@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh machine:  `make lab`  opens the course,  `make test`  runs the tests.
+# Both create ./.venv first if it is missing.  Override the interpreter or torch with
+#   make lab PYTHON=python3.12 TORCH="torch==2.13.0"
+PYTHON ?= python3
+# A pinned torch that pip can take without pulling a CUDA build where a CPU one is available locally.
+TORCH ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test lint release grade clean-venv
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/release
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check course_lib tests
+
+# Regenerate the student versions from the instructor sources (commit the result).
+release: $(STAMP)
+	$(PY) -m course_lib release
+
+# Grade your own notebook:  make grade NB=notebooks/release/01_tokenization/01_tokenization.ipynb
+grade: $(STAMP)
+	$(PY) -m course_lib grade "$(NB)"
+
+clean-venv:
+	rm -rf $(VENV)
