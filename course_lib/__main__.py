@@ -1,0 +1,47 @@
+"""Command line: `python -m course_lib {release,check,grade} ...` (see course_lib.course)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from course_lib.course import CourseError, release, stale_files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_release = sub.add_parser("release", help="regenerate student versions from the instructor sources")
+    p_release.add_argument("lessons", nargs="*", help="lesson ids (default: all)")
+    sub.add_parser("check", help="fail if the committed student versions are stale")
+    p_grade = sub.add_parser("grade", help="autograde one notebook and print the score of each exercise")
+    p_grade.add_argument("notebook", help="path to your .ipynb file (save it first)")
+    p_grade.add_argument("--lesson", help="lesson id, when the file name does not say it")
+    p_grade.add_argument("--timeout", type=int, help="per-cell time limit in seconds")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "release":
+            for path in release(args.lessons or None):
+                print(f"wrote {path}")
+            return 0
+        if args.command == "check":
+            stale = stale_files()
+            for name in stale:
+                print(f"stale: {name}  (run `make release` and commit the result)")
+            return 1 if stale else 0
+        from course_lib.selfgrade import grade_notebook
+
+        if not args.notebook:
+            parser.error(
+                "grade needs a notebook path, e.g. make grade NB=notebooks/release/01_tokenization/01_tokenization.ipynb"
+            )
+        report = grade_notebook(args.notebook, args.lesson, timeout=args.timeout)
+        print(report)
+        return 0
+    except CourseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

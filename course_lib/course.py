@@ -1,0 +1,219 @@
+"""The course's nbgrader workflow in one place: regenerate student versions, and grade one notebook.
+
+Command line (`python -m course_lib ...`, wrapped by the Makefile):
+    release [LESSON ...]   refresh each instructor source's Colab badge and set-up cell, then regenerate the
+                           student versions in notebooks/release/ with `nbgrader generate_assignment`
+    check                  exit 1 if the committed student versions are not what `release` would write
+    grade NOTEBOOK         autograde one notebook with nbgrader (hidden tests included) and print the
+                           score of each exercise with the grader's messages
+
+Grading and releasing run nbgrader in a temporary copy of the course, so a learner's or a developer's
+checkout never gets a gradebook, and an instructor's class folders are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+import nbformat
+
+__all__ = [
+    "LESSON_DATA",
+    "CourseError",
+    "course_root",
+    "lesson_ids",
+    "release",
+    "render_release",
+    "repo_url",
+    "stale_files",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LEARNER = "learner"
+BADGE_MARKER = "<!-- course: colab badge -->"
+SETUP_ID = "setup"
+
+# Data files each lesson's set-up cell makes sure are present (names in data/registry.json).
+LESSON_DATA: dict[str, list[str]] = {
+    "00_welcome": ["the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
+    "01_tokenization": ["the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
+}
+
+SETUP_TEMPLATE = """\
+# Set-up: run this cell first. On Colab it installs the course package (keeping Colab's torch) and
+# fetches the data; on your own machine it only checks what is there.
+import sys
+
+if "google.colab" in sys.modules:
+    import os, subprocess
+
+    if not os.path.isdir("/content/course"):
+        subprocess.run(["git", "clone", "--depth", "1", "{url}", "/content/course"], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/course"], check=True)
+    sys.path.insert(0, "/content/course")
+
+from course_lib.lesson import start_lesson
+
+start_lesson("{lesson}", data={data!r})"""
+
+
+class CourseError(RuntimeError):
+    """A problem with a notebook or the course folder, explained for a person."""
+
+
+def course_root() -> Path:
+    return REPO_ROOT / "notebooks"
+
+
+def lesson_ids(root: Path | None = None) -> list[str]:
+    source = (root or course_root()) / "source"
+    return sorted(p.name for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def repo_url() -> str:
+    """The repository's public URL: written once, in pyproject.toml [project.urls] Repository."""
+    with open(REPO_ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["urls"]["Repository"]
+
+
+def _colab_badge(lesson: str, url: str) -> str:
+    path = re.sub(r"^https://github\.com/", "", url.rstrip("/"))
+    link = (
+        f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
+    )
+    return f"{BADGE_MARKER}\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def render_source(nb, lesson: str, url: str):
+    """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
+    badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
+    setup = nbformat.v4.new_code_cell(
+        SETUP_TEMPLATE.format(url=url, lesson=lesson, data=LESSON_DATA.get(lesson, []))
+    )
+    setup.metadata["nbgrader"] = {
+        "grade": False,
+        "grade_id": SETUP_ID,
+        "locked": True,
+        "schema_version": 3,
+        "solution": False,
+    }
+    setup.metadata["editable"] = False
+    setup.metadata["deletable"] = False
+    cells = [
+        c
+        for c in nb.cells
+        if not (c.cell_type == "markdown" and BADGE_MARKER in c.source) and _grade_id(c) != SETUP_ID
+    ]
+    # Badge first; set-up right after the title cell (the first markdown cell).
+    title_at = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
+    cells.insert(title_at + 1, setup)
+    cells.insert(0, badge)
+    for i, cell in enumerate(cells):
+        cell["id"] = f"{lesson[:2]}-{i:03d}"  # stable ids keep regenerated files identical
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    nb.cells = cells
+    nb.metadata.setdefault(
+        "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"}
+    )
+    return nb
+
+
+def _write_if_changed(nb, path: Path) -> bool:
+    text = nbformat.writes(nb) + "\n"
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def _run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+    # nbgrader runs helper programs (alembic) and kernels by name: put this interpreter's bin folder first.
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _temp_course(lesson: str, root: Path) -> Path:
+    tmp = Path(tempfile.mkdtemp(prefix="course-"))
+    shutil.copy(root / "nbgrader_config.py", tmp / "nbgrader_config.py")
+    shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
+    return tmp
+
+
+def _generate(lesson: str, tmp: Path) -> None:
+    result = _run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
+    if result.returncode != 0:
+        raise CourseError(
+            f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}"
+        )
+
+
+def render_release(lesson: str, root: Path | None = None) -> dict[str, str]:
+    """The student version(s) nbgrader generates from the current instructor source: {file name: text}."""
+    root = root or course_root()
+    tmp = _temp_course(lesson, root)
+    try:
+        _generate(lesson, tmp)
+        out = tmp / "release" / lesson
+        return {p.name: p.read_text(encoding="utf-8") for p in sorted(out.iterdir()) if p.is_file()}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def release(lessons: list[str] | None = None, root: Path | None = None) -> list[Path]:
+    """Refresh instructor sources (badge, set-up cell, no outputs) and regenerate their student versions."""
+    root = root or course_root()
+    url = repo_url()
+    written = []
+    for lesson in lessons or lesson_ids(root):
+        path = root / "source" / lesson / f"{lesson}.ipynb"
+        if not path.is_file():
+            raise CourseError(f"no instructor source at {path}; known lessons: {', '.join(lesson_ids(root))}")
+        nb = render_source(nbformat.read(path, as_version=4), lesson, url)
+        if _write_if_changed(nb, path):
+            written.append(path)
+        target = root / "release" / lesson
+        target.mkdir(parents=True, exist_ok=True)
+        for name, text in render_release(lesson, root).items():
+            out = target / name
+            if not out.exists() or out.read_text(encoding="utf-8") != text:
+                out.write_text(text, encoding="utf-8")
+                written.append(out)
+    return written
+
+
+def stale_files(root: Path | None = None) -> list[str]:
+    """Files `release` would change (sources needing a refresh, student versions out of date)."""
+    root = root or course_root()
+    url = repo_url()
+    stale = []
+    for lesson in lesson_ids(root):
+        path = root / "source" / lesson / f"{lesson}.ipynb"
+        fresh = nbformat.writes(render_source(nbformat.read(path, as_version=4), lesson, url)) + "\n"
+        if fresh != path.read_text(encoding="utf-8"):
+            stale.append(str(path.relative_to(root)))
+        for name, text in render_release(lesson, root).items():
+            out = root / "release" / lesson / name
+            if not out.exists() or out.read_text(encoding="utf-8") != text:
+                stale.append(str(out.relative_to(root)))
+    return stale

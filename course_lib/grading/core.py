@@ -1,0 +1,204 @@
+"""The grading toolkit every lesson's test cells use (COURSE_SPEC §5).
+
+A test cell calls a `check_<exercise>` function (one module per lesson in this package). Those functions are
+built from the pieces here:
+
+- `GradingError`: the one exception a failed check raises. In Jupyter it renders as a single readable message,
+  without a traceback: the message is the feedback, and a traceback would only show grader internals (and, in
+  a hidden test cell, the hidden test's own text).
+- `call_answer`: calls the learner's code with a time limit and the from-scratch guard, and turns any exception
+  it raises into a `GradingError` that says which input made it fail.
+- `expect`, `expect_close`, `expect_equal`: comparisons whose failure message is the hint a learner can act on.
+- `generator`, `random_tensor`: deterministic random inputs, so a failure can be reproduced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+__all__ = [
+    "GradingError",
+    "Passed",
+    "call_answer",
+    "describe",
+    "expect",
+    "expect_close",
+    "expect_equal",
+    "generator",
+    "random_tensor",
+    "time_limit",
+]
+
+# Seconds one call of learner code may take before we call it an infinite loop. nbgrader's per-cell timeout
+# (notebooks/nbgrader_config.py) is the backstop for code that cannot be interrupted from Python.
+DEFAULT_CALL_TIMEOUT = float(os.environ.get("COURSE_CALL_TIMEOUT", "20"))
+
+
+class GradingError(AssertionError):
+    """A failed check. The message says what was wrong and, where we can tell, why."""
+
+    def __init__(self, exercise: str, message: str):
+        self.exercise = exercise
+        self.message = message
+        super().__init__(f"[{exercise}] {message}")
+
+    # IPython calls this instead of printing a traceback: the learner sees only the message.
+    def _render_traceback_(self) -> list[str]:
+        return [f"\x1b[0;31mGradingError\x1b[0m: [{self.exercise}] {self.message}"]
+
+
+class Passed:
+    """What a check returns when everything passed; Jupyter shows it as one green line."""
+
+    def __init__(self, exercise: str, checks: int, hidden: bool = False):
+        self.exercise, self.checks, self.hidden = exercise, checks, hidden
+
+    def __repr__(self) -> str:
+        kind = "hidden" if self.hidden else "visible"
+        return f"✓ {self.exercise}: all {self.checks} {kind} checks passed"
+
+
+class _CallTimedOut(BaseException):
+    """Raised inside learner code by the alarm; a BaseException so a bare `except Exception` cannot eat it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Interrupt the body after `seconds` (main thread on Unix only; elsewhere no limit is applied)."""
+    usable = (
+        seconds is not None
+        and seconds > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not usable:
+        yield
+        return
+
+    def _alarm(signum, frame):
+        raise _CallTimedOut
+
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def describe(value: Any, limit: int = 120) -> str:
+    """A short, readable rendering of a value for messages (tensors show shape and dtype)."""
+    if isinstance(value, torch.Tensor):
+        text = f"tensor of shape {tuple(value.shape)}, dtype {value.dtype}"
+        if value.numel() <= 12:
+            text += f": {value.tolist()}"
+        return text
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def call_answer(
+    exercise: str,
+    fn: Callable[..., Any],
+    *args: Any,
+    what: str | None = None,
+    timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    guard: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """Call learner code `fn(*args, **kwargs)` and return its result.
+
+    `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by
+    the from-scratch guard (COURSE_SPEC §5): calling the course's reference or a forbidden shortcut fails.
+    """
+    from course_lib.grading.guard import watch_calls  # local: guard imports this module
+
+    label = what or f"{getattr(fn, '__name__', exercise)}(...)"
+    watcher = watch_calls(exercise) if guard else contextlib.nullcontext()
+    try:
+        with watcher, time_limit(timeout):
+            return fn(*args, **kwargs)
+    except GradingError:
+        raise
+    except _CallTimedOut:
+        raise GradingError(
+            exercise,
+            f"{label} did not finish within {timeout:g} s. Is there a loop that never ends "
+            "(an index that never advances, a `while` condition that stays true)?",
+        ) from None
+    except NotImplementedError:
+        raise GradingError(
+            exercise, f"{label}: not written yet (the answer cell still raises NotImplementedError)."
+        ) from None
+    except RecursionError:
+        raise GradingError(
+            exercise, f"{label} recursed too deeply (RecursionError). Does a function call itself by mistake?"
+        ) from None
+    except Exception as exc:  # the learner's own exception becomes feedback
+        raise GradingError(exercise, f"{label} raised {type(exc).__name__}: {exc}") from None
+
+
+def expect(exercise: str, condition: bool, message: str) -> None:
+    """Fail with `message` unless `condition` holds."""
+    if not condition:
+        raise GradingError(exercise, message)
+
+
+def expect_equal(exercise: str, got: Any, expected: Any, what: str, hint: str = "") -> None:
+    """Exact equality (lists, dicts, strings, ints)."""
+    if got != expected:
+        message = f"{what}: expected {describe(expected)}, got {describe(got)}."
+        raise GradingError(exercise, f"{message} {hint}".strip())
+
+
+def expect_close(
+    exercise: str,
+    got: Any,
+    expected: torch.Tensor,
+    what: str,
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    hint: str = "",
+) -> None:
+    """Tensor comparison: type, shape, dtype class, then values (reporting the largest difference)."""
+    if not isinstance(got, torch.Tensor):
+        raise GradingError(
+            exercise, f"{what}: expected a torch.Tensor, got {type(got).__name__}. {hint}".strip()
+        )
+    if tuple(got.shape) != tuple(expected.shape):
+        raise GradingError(
+            exercise,
+            f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}. {hint}".strip(),
+        )
+    if got.dtype.is_floating_point != expected.dtype.is_floating_point:
+        raise GradingError(exercise, f"{what}: expected dtype like {expected.dtype}, got {got.dtype}.")
+    got_c = got.detach().to(expected.dtype)
+    if not torch.allclose(got_c, expected, atol=atol, rtol=rtol, equal_nan=True):
+        diff = (got_c - expected).abs()
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+        worst = int(diff.flatten().argmax())
+        index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), expected.shape))
+        message = (
+            f"{what}: values differ from the reference (largest difference {float(diff.max()):.3g} "
+            f"at index {index}: got {float(got_c[index]):.5g}, expected {float(expected[index]):.5g})."
+        )
+        raise GradingError(exercise, f"{message} {hint}".strip())
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator with a fixed seed: every grading input is reproducible."""
+    return torch.Generator().manual_seed(seed)
+
+
+def random_tensor(*shape: int, seed: int, scale: float = 1.0) -> torch.Tensor:
+    """Standard normal float32 tensor from a fixed seed."""
+    return torch.randn(*shape, generator=generator(seed)) * scale

@@ -1,0 +1,107 @@
+"""Helpers the lesson notebooks call: the set-up cell's `start_lesson` and the last cell's self-grading.
+
+Lesson 00 explains both. Nothing here changes global state beyond what a notebook's first cell should do:
+seeding torch's default generator so the lesson's printed numbers are reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["LessonEnvironment", "autograding", "grade_this_notebook", "start_lesson"]
+
+
+def autograding() -> bool:
+    """True while nbgrader executes the notebook: lessons then use their smallest training settings."""
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
+@dataclass
+class LessonEnvironment:
+    """What `start_lesson` found; shown as a small table in the notebook."""
+
+    lesson: str
+    python: str
+    torch: str
+    device: str
+    data: dict[str, str] = field(default_factory=dict)  # file name -> path, or the error text
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def _repr_markdown_(self) -> str:
+        rows = [
+            f"**Lesson {self.lesson}** — Python {self.python}, torch {self.torch}, device `{self.device}`",
+            "",
+            "| data file | status |",
+            "|---|---|",
+        ]
+        rows += [f"| `{name}` | {status} |" for name, status in self.data.items()]
+        if self.problems:
+            rows += ["", "**Problems:**"] + [f"- {p}" for p in self.problems]
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        state = "ready" if self.ok else f"{len(self.problems)} problem(s): " + " | ".join(self.problems)
+        return f"LessonEnvironment({self.lesson}: torch {self.torch} on {self.device}; {state})"
+
+
+def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int = 0) -> LessonEnvironment:
+    """Check the environment, make sure the lesson's data files are present, and seed torch."""
+    import torch
+
+    from course_lib import data as course_data
+
+    torch.manual_seed(seed)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    env = LessonEnvironment(lesson, platform.python_version(), torch.__version__, device)
+    for name in data:
+        try:
+            env.data[name] = f"ok (`{course_data.data_path(name)}`)"
+        except Exception as exc:  # shown to the learner, with the fix the data module suggests
+            env.data[name] = "missing"
+            env.problems.append(str(exc))
+    return env
+
+
+def _current_notebook_path(lesson: str) -> Path:
+    """Where the running notebook is saved: JupyterLab tells the kernel (JPY_SESSION_NAME); else guess."""
+    session = os.environ.get("JPY_SESSION_NAME")
+    if session and Path(session).suffix == ".ipynb" and Path(session).is_file():
+        return Path(session)
+    return Path.cwd() / f"{lesson}.ipynb"
+
+
+def _colab_notebook(lesson: str) -> Path:
+    """On Colab the notebook lives in the browser: fetch its current contents into a file."""
+    import json
+
+    from google.colab import _message  # type: ignore[import-not-found]
+
+    content = _message.blocking_request("get_ipynb", timeout_sec=60)["ipynb"]
+    path = Path("/tmp") / f"{lesson}.ipynb"
+    path.write_text(json.dumps(content), encoding="utf-8")
+    return path
+
+
+def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: int | None = None):
+    """Grade the notebook you are working in (save it first!) and show the score of each exercise.
+
+    Does nothing while nbgrader itself is grading the notebook (that would grade it twice), or when the
+    environment variable COURSE_SELF_GRADE is "off" (the test suite sets it when it executes lessons).
+    """
+    if autograding():
+        return None
+    if os.environ.get("COURSE_SELF_GRADE", "").lower() == "off":
+        return "Self-grading is switched off here (COURSE_SELF_GRADE=off)."
+    from course_lib.selfgrade import grade_notebook
+
+    if path is None:
+        path = _colab_notebook(lesson) if "google.colab" in sys.modules else _current_notebook_path(lesson)
+    return grade_notebook(path, lesson, timeout=timeout)

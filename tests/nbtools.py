@@ -1,0 +1,68 @@
+"""Helpers the notebook and nbgrader tests share: find lessons, build submissions, read hidden test text."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import nbformat
+
+from course_lib.course import course_root, lesson_ids
+
+ROOT = course_root()
+LESSONS = lesson_ids()
+_SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+_HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def source_path(lesson: str) -> Path:
+    return ROOT / "source" / lesson / f"{lesson}.ipynb"
+
+
+def release_path(lesson: str) -> Path:
+    return ROOT / "release" / lesson / f"{lesson}.ipynb"
+
+
+def read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def answer_names(nb) -> list[str]:
+    return [grade_id(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+
+
+def solved(lesson: str):
+    """The student version with the instructor's reference answers pasted into the answer cells."""
+    source = {grade_id(c): c.source for c in read(source_path(lesson)).cells if grade_id(c)}
+    nb = copy.deepcopy(read(release_path(lesson)))
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell.source = _SOLUTION_MARKERS.sub("", source[grade_id(cell)])
+    return nb
+
+
+def with_answer(nb, name: str, code: str):
+    nb = copy.deepcopy(nb)
+    cells = [c for c in nb.cells if grade_id(c) == name]
+    assert cells, f"no answer cell {name}"
+    cells[0].source = code
+    return nb
+
+
+def hidden_lines(lesson: str) -> list[str]:
+    """Lines of hidden test text that appear nowhere else in the lesson (so finding one elsewhere is a leak)."""
+    source = read(source_path(lesson))
+    visible = "\n".join(_HIDDEN.sub("", c.source) for c in source.cells)
+    lines = []
+    for cell in source.cells:
+        for block in _HIDDEN.findall(cell.source):
+            for line in block.splitlines():
+                line = line.strip()
+                if len(line) > 12 and line not in visible:
+                    lines.append(line)
+    return lines

@@ -1,0 +1,111 @@
+"""The course folder: student versions up to date, templates applied, nbgrader configuration, layout."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from course_lib.course import BADGE_MARKER, LESSON_DATA, SETUP_ID, repo_url, stale_files
+from tests.nbtools import LESSONS, ROOT, answer_names, grade_id, hidden_lines, read, release_path, source_path
+
+
+def test_the_first_lessons_exist():
+    assert LESSONS[:2] == ["00_welcome", "01_tokenization"]
+
+
+@pytest.mark.slow
+def test_student_versions_are_up_to_date():
+    # Regenerating with nbgrader changes nothing: sources are refreshed and release/ is what nbgrader writes.
+    assert stale_files() == []
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_hidden_tests_are_absent_from_student_versions(lesson):
+    lines = hidden_lines(lesson)
+    assert lines, f"{lesson} has no hidden tests"
+    released = release_path(lesson).read_text(encoding="utf-8")
+    for line in lines:
+        assert json.dumps(line)[1:-1] not in released and line not in released
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_structure_follows_the_template(lesson):
+    nb = read(source_path(lesson))
+    ids = [grade_id(c) for c in nb.cells if grade_id(c)]
+    assert len(ids) == len(set(ids)), f"duplicate grade ids: {[k for k, n in Counter(ids).items() if n > 1]}"
+    # Badge first, set-up cell right after the title; the URL comes from pyproject.toml.
+    assert BADGE_MARKER in nb.cells[0].source and nb.cells[1].source.startswith("# Lesson")
+    setup = nb.cells[2]
+    assert grade_id(setup) == SETUP_ID and setup.metadata["nbgrader"]["locked"]
+    assert repo_url() in setup.source and f'start_lesson("{lesson}"' in setup.source
+    assert repr(LESSON_DATA.get(lesson, [])) in setup.source
+    # No outputs committed in instructor sources.
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"
+    )
+    # At least three exercises, each with a visible and a hidden test cell carrying points.
+    names = answer_names(nb)
+    assert len(names) >= 3
+    points = {grade_id(c): c.metadata["nbgrader"].get("points", 0) for c in nb.cells if grade_id(c)}
+    for name in names:
+        assert points.get(f"test_{name}", 0) > 0, f"{name}: no visible test cell with points"
+        assert points.get(f"test_{name}_hidden", 0) > 0, f"{name}: no hidden test cell with points"
+    # Self-grade cell last; a "Common bugs" section and a recap exist.
+    assert (
+        grade_id(nb.cells[-1]) == "self_grade" and f'grade_this_notebook("{lesson}")' in nb.cells[-1].source
+    )
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "Common bugs" in text and "Recap" in text
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_answers_are_never_rebound_to_the_reference(lesson):
+    # `from course_lib.x import <exercise>` after the answer would replace the learner's answer.
+    nb = read(source_path(lesson))
+    for name in answer_names(nb):
+        for cell in nb.cells:
+            if cell.cell_type == "code" and grade_id(cell) != name:
+                assert f"import {name}\n" not in cell.source + "\n" and f"import {name} " not in cell.source
+
+
+def test_nbgrader_config_sets_timeout_feedback_and_restore():
+    config = runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": _Config})["c"]
+    assert 0 < config["Execute"]["timeout"] <= 120
+    names = [p.__name__ for p in config["GenerateFeedback"]["preprocessors"]]
+    assert "ClearHiddenTests" in names and "HideHiddenTestTracebacks" in names
+    assert "RestoreAndFlag" in [p.__name__ for p in config["Autograde"]["sanitize_preprocessors"]]
+
+
+class _Config(dict):
+    """Stand-in for traitlets' get_config(): nested dictionaries on attribute access."""
+
+    def __call__(self):
+        return self
+
+    def __getattr__(self, key):
+        return self.setdefault(key, _Config())
+
+    def __setattr__(self, key, value):
+        self[key] = value
+
+
+def test_cli_reports_bad_notebook_clearly(tmp_path):
+    bad = tmp_path / "00_welcome.ipynb"
+    bad.write_text("{not json", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "course_lib", "grade", str(bad)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert "not a readable notebook" in result.stderr and "Traceback" not in result.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "course_lib", "grade", str(tmp_path / "nope.ipynb")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 2 and "no notebook at" in missing.stderr

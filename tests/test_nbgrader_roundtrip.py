@@ -1,0 +1,228 @@
+"""Real nbgrader runs on temporary copies of the course (COURSE_SPEC §5).
+
+One class per lesson goes through generate_assignment → autograde → generate_feedback with these students:
+full (reference answers pasted in), blank (the student version untouched), one_wrong (one known mistake),
+edited (a locked test cell rewritten to `pass`), deleted (a locked test cell removed), loop (an answer cell
+that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). The self-grading
+command is checked on its own too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from course_lib.nbgrader_ext import FLAG_MARKER
+from course_lib.selfgrade import grade_notebook
+from tests.nbtools import (
+    LESSONS,
+    ROOT,
+    answer_names,
+    grade_id,
+    hidden_lines,
+    read,
+    release_path,
+    solved,
+    with_answer,
+)
+
+pytestmark = pytest.mark.slow
+
+# A known mistake per lesson: (exercise, wrong answer code, words its feedback must contain).
+ONE_WRONG = {
+    "00_welcome": (
+        "normalize_rows",
+        "import torch\n\ndef normalize_rows(x):\n    return x / x.sum(dim=0, keepdim=True)\n",
+        "columns sum to 1",
+    ),
+    "01_tokenization": (
+        "merge_pair",
+        "def merge_pair(ids, pair, new_id):\n"
+        "    out = []\n"
+        "    for i, token in enumerate(ids):\n"
+        "        if i + 1 < len(ids) and (token, ids[i + 1]) == pair:\n"
+        "            out.append(new_id)\n"
+        "        elif i > 0 and (ids[i - 1], token) == pair:\n"
+        "            continue\n"
+        "        else:\n"
+        "            out.append(token)\n"
+        "    return out\n",
+        "overlap",
+    ),
+}
+LOOP_TIMEOUT = 15  # per-cell limit for this test run (the course's own is 60 s)
+
+
+def _nbgrader(args, cwd):
+    env_bin = str(Path(sys.executable).parent)
+    import os
+
+    env = {**os.environ, "PATH": env_bin + os.pathsep + os.environ.get("PATH", "")}
+    return subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _submit(course: Path, student: str, lesson: str, nb=None, raw: str | None = None) -> None:
+    folder = course / "submitted" / student / lesson
+    folder.mkdir(parents=True)
+    path = folder / f"{lesson}.ipynb"
+    if raw is not None:
+        path.write_text(raw, encoding="utf-8")
+    else:
+        nbformat.write(nb, path)
+
+
+def _other_lesson(lesson: str) -> str:
+    return next((other for other in LESSONS if other != lesson), "00_welcome")
+
+
+@pytest.fixture(scope="module", params=[lesson for lesson in LESSONS if lesson in ONE_WRONG])
+def graded_class(request, tmp_path_factory):
+    lesson = request.param
+    course = tmp_path_factory.mktemp(f"class-{lesson}")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source" / lesson, course / "source" / lesson)
+    result = _nbgrader(["generate_assignment", lesson, "--force"], course)
+    assert result.returncode == 0, result.stderr
+
+    blank = read(release_path(lesson))
+    full = solved(lesson)
+    wrong_name, wrong_code, _ = ONE_WRONG[lesson]
+    first = answer_names(full)[0]
+    edited = nbformat.from_dict(json.loads(nbformat.writes(full)))
+    test_cell = next(c for c in edited.cells if grade_id(c) == f"test_{first}")
+    test_cell.source = "pass  # the checks were removed"
+    deleted = nbformat.from_dict(json.loads(nbformat.writes(full)))
+    deleted.cells = [c for c in deleted.cells if grade_id(c) != f"test_{first}"]
+    loop = with_answer(full, first, "while True:\n    pass\n")
+
+    _submit(course, "full", lesson, full)
+    _submit(course, "blank", lesson, blank)
+    _submit(course, "one_wrong", lesson, with_answer(full, wrong_name, wrong_code))
+    _submit(course, "edited", lesson, edited)
+    _submit(course, "deleted", lesson, deleted)
+    _submit(course, "loop", lesson, loop)
+    _submit(course, "malformed", lesson, raw="{ this is not a notebook")
+    _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
+
+    autograde = _nbgrader(["autograde", lesson, f"--Execute.timeout={LOOP_TIMEOUT}"], course)
+    feedback = _nbgrader(["generate_feedback", lesson], course)
+    return lesson, course, autograde, feedback
+
+
+def _scores(course: Path, lesson: str, student: str) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        nb = gb.find_submission_notebook(lesson, lesson, student)
+        return {g.name: g.score for g in nb.grades} | {"__flagged__": nb.flagged}
+
+
+def _max_scores(course: Path, lesson: str) -> dict[str, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {c.name: c.max_score for c in gb.find_notebook(lesson, lesson).grade_cells}
+
+
+def _feedback(course: Path, lesson: str, student: str) -> str:
+    return html.unescape(
+        (course / "feedback" / student / lesson / f"{lesson}.html").read_text(encoding="utf-8")
+    )
+
+
+def test_reference_answers_get_full_marks(graded_class):
+    lesson, course, _, _ = graded_class
+    scores, maxima = _scores(course, lesson, "full"), _max_scores(course, lesson)
+    assert {k: scores[k] for k in maxima} == maxima
+    assert not scores["__flagged__"]
+
+
+def test_untouched_student_version_scores_zero(graded_class):
+    lesson, course, _, _ = graded_class
+    scores = _scores(course, lesson, "blank")
+    assert sum(v for k, v in scores.items() if k != "__flagged__") == 0
+    assert "not written yet" in _feedback(course, lesson, "blank")
+
+
+def test_one_wrong_exercise_loses_exactly_its_points(graded_class):
+    lesson, course, _, _ = graded_class
+    name, _, words = ONE_WRONG[lesson]
+    scores, maxima = _scores(course, lesson, "one_wrong"), _max_scores(course, lesson)
+    for cell, max_score in maxima.items():
+        owner = cell in (f"test_{name}", f"test_{name}_hidden")
+        assert scores[cell] == (0 if owner else max_score), cell
+    assert words in _feedback(course, lesson, "one_wrong")
+
+
+@pytest.mark.parametrize("student", ["edited", "deleted"])
+def test_tampered_locked_cells_are_restored_and_flagged(graded_class, student):
+    lesson, course, _, _ = graded_class
+    scores, maxima = _scores(course, lesson, student), _max_scores(course, lesson)
+    assert scores["__flagged__"]
+    assert {k: scores[k] for k in maxima} == maxima  # the restored checks ran and passed
+    graded = read(course / "autograded" / student / lesson / f"{lesson}.ipynb")
+    assert FLAG_MARKER in graded.cells[0].source
+    assert "pass  # the checks were removed" not in nbformat.writes(graded)
+
+
+def test_infinite_loop_times_out_and_the_class_is_still_graded(graded_class):
+    lesson, course, autograde, _ = graded_class
+    first = answer_names(solved(lesson))[0]
+    scores, maxima = _scores(course, lesson, "loop"), _max_scores(course, lesson)
+    assert scores[f"test_{first}"] == 0
+    others = [c for c in maxima if not c.startswith(f"test_{first}")]
+    assert others and all(scores[c] == maxima[c] for c in others)
+    for student in ["full", "blank", "one_wrong", "edited", "deleted"]:
+        assert (course / "autograded" / student / lesson / f"{lesson}.ipynb").is_file()
+
+
+def test_malformed_and_wrong_lesson_submissions_are_reported(graded_class):
+    lesson, course, autograde, _ = graded_class
+    log = autograde.stdout + autograde.stderr
+    assert "malformed" in log and "not appear to be JSON" in log
+    assert not (course / "autograded" / "malformed" / lesson / f"{lesson}.ipynb").exists()
+    scores = _scores(course, lesson, "wrong_lesson")
+    assert sum(v for k, v in scores.items() if k != "__flagged__") == 0
+
+
+def test_feedback_never_shows_hidden_tests(graded_class):
+    lesson, course, _, feedback = graded_class
+    assert feedback.returncode == 0, feedback.stderr
+    lines = hidden_lines(lesson)
+    assert lines
+    files = list((course / "feedback").rglob("*.html"))
+    assert len(files) >= 6
+    for path in files:
+        text = html.unescape(path.read_text(encoding="utf-8"))
+        assert "BEGIN HIDDEN TESTS" not in text
+        for line in lines:
+            assert line not in text, f"{path.parent.parent.name}: hidden line leaked: {line}"
+
+
+@pytest.mark.parametrize("lesson", ["00_welcome"])
+def test_self_grade_reports_each_exercise(lesson, tmp_path):
+    path = tmp_path / f"{lesson}.ipynb"
+    name, code, words = ONE_WRONG[lesson]
+    nbformat.write(with_answer(solved(lesson), name, code), path)
+    report = grade_notebook(path)
+    rows = report.by_name()
+    assert set(rows) == set(answer_names(read(release_path(lesson))))
+    assert rows[name].score == 0 and any(words in m for m in rows[name].messages)
+    assert all(r.score == r.max_score for n, r in rows.items() if n != name)
+    assert f"{report.score:g} / {report.max_score:g}" in str(report)
+    nbformat.write(read(release_path(_other_lesson(lesson))), path)
+    from course_lib.course import CourseError
+
+    with pytest.raises(CourseError, match="cannot be graded as"):
+        grade_notebook(path)
