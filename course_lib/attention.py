@@ -1,0 +1,287 @@
+"""Attention, one step at a time (Lesson 04).
+
+The versions stand side by side, each adding one idea to the one before:
+
+    simple_self_attention       softmax(x xᵀ) x: no weights, no scaling
+    scaled_dot_product_attention   q kᵀ / sqrt(dk), an optional mask, returns the weights too
+    SelfAttention               trainable W_query, W_key, W_value
+    CausalSelfAttention         + a causal mask built for the actual length, + dropout on the weights
+    CrossAttention              queries from the decoder, keys and values from the encoder's memory
+
+Masks follow PyTorch's convention: a bool tensor where True means "may attend". Masked scores become -inf
+before the softmax, so they get exactly zero weight.
+
+Shape legend: B batch, T time (Tq queries, Tk keys), H heads, D head size, C / d_model channels, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "simple_self_attention",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "SelfAttention",
+    "CausalSelfAttention",
+    "CrossAttention",
+]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Argument checks (shared by this module and course_lib.multihead)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _check_tensor(name: str, x: object, min_dim: int = 0) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(x).__name__}")
+    if x.dim() < min_dim:
+        raise ValueError(f"`{name}` must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+
+
+def _check_mask(name: str, mask: object, target: tuple[int, ...]) -> None:
+    """A mask must be bool and broadcast to the shape of the scores it masks."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(
+            f"`{name}` must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool:
+        raise TypeError(f"`{name}` must have dtype torch.bool (True = may attend), got {mask.dtype}")
+    try:
+        shape = torch.broadcast_shapes(mask.shape, target)
+    except RuntimeError:
+        shape = None
+    if shape != torch.Size(target):
+        raise ValueError(
+            f"`{name}` of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(target)}"
+        )
+
+
+def _check_dropout(dropout: object) -> None:
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ValueError(f"`dropout` must be a probability in [0, 1), got {dropout!r}")
+
+
+def _check_features(name: str, x: Tensor, expected: int, what: str) -> None:
+    if x.dim() != 3 or x.shape[-1] != expected:
+        raise ValueError(f"`{name}` must have shape (B, T, {what}={expected}), got {tuple(x.shape)}")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Functions
+# ------------------------------------------------------------------------------------------------------------
+
+
+def simple_self_attention(x: Tensor) -> Tensor:
+    """Every token becomes a weighted average of all tokens, weighted by dot-product similarity.
+
+    Lesson 04, exercise `simple_self_attention`. No trainable weights and no scaling: the token vectors play
+    the roles of query, key and value at once.  x: (T, C) -> (T, C).
+    """
+    _check_tensor("x", x)
+    if x.dim() != 2:
+        raise ValueError(f"`x` must have shape (T, C), got {tuple(x.shape)}")
+    scores = x @ x.T  # (T, C) @ (C, T) -> (T, T)
+    weights = torch.softmax(scores, dim=-1)  # each row sums to 1
+    return weights @ x  # (T, T) @ (T, C) -> (T, C)
+
+
+def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
+    """softmax(q kᵀ / sqrt(dk)) with masked scores set to -inf: the weights before they multiply V.
+
+    Lesson 04 (used by every attention module of lessons 04-05).
+    q: (..., Tq, dk), k: (..., Tk, dk), mask: bool, broadcastable to (..., Tq, Tk) -> (..., Tq, Tk).
+    """
+    _check_tensor("q", q, min_dim=2)
+    _check_tensor("k", k, min_dim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"`q` and `k` must share the last dimension dk, got q {tuple(q.shape)} and k {tuple(k.shape)}"
+        )
+    scores = q @ k.transpose(-2, -1)  # (..., Tq, dk) @ (..., dk, Tk) -> (..., Tq, Tk)
+    # Without the 1/sqrt(dk) the scores' variance grows with dk and the softmax saturates to one-hot rows.
+    scores = scores / math.sqrt(q.shape[-1])
+    if mask is not None:
+        _check_mask("mask", mask, tuple(scores.shape))
+        scores = scores.masked_fill(~mask, float("-inf"))  # exp(-inf) = 0: masked keys get zero weight
+    return torch.softmax(scores, dim=-1)
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, returning the output and the weights (for heatmaps).
+
+    Lesson 04, exercise `scaled_dot_product_attention`. Matches `F.scaled_dot_product_attention` (which
+    returns only the output). A query row whose keys are all masked is outside the contract (NaN weights).
+    q: (..., Tq, dk), k: (..., Tk, dk), v: (..., Tk, dv), mask: bool broadcastable to (..., Tq, Tk),
+    True = keep -> out (..., Tq, dv), weights (..., Tq, Tk).
+    """
+    _check_tensor("v", v, min_dim=2)
+    _check_tensor("k", k, min_dim=2)
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"`k` and `v` must have the same number of positions Tk, "
+            f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
+        )
+    weights = attention_weights(q, k, mask)  # (..., Tq, Tk)
+    return weights @ v, weights  # (..., Tq, Tk) @ (..., Tk, dv) -> (..., Tq, dv)
+
+
+def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
+    """Bool (T, T) mask, True on and below the diagonal: position t may attend to positions 0..t only.
+
+    Lesson 04, exercise `causal_mask`. Build it for the actual length of each batch, not once for the maximum.
+    """
+    _check_positive_int("T", T)
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
+
+
+def padding_mask(lengths: Tensor | list[int], T: int | None = None) -> Tensor:
+    """Key-padding mask (B, T): True at the first `lengths[b]` positions (real tokens), False at padding.
+
+    Lesson 04, section "padding mask". Add the broadcast dimensions for the scores you mask:
+    `mask[:, None, :]` for (B, Tq, Tk) and `mask[:, None, None, :]` for (B, H, Tq, Tk). Passing the (B, T)
+    mask as it is would line B up with Tq, a silent bug when B == Tq.
+    lengths: (B,) ints, T defaults to max(lengths) -> (B, T) bool.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(
+            f"`lengths` must be a 1-D sequence of ints, got {lengths.dtype} of shape {tuple(lengths.shape)}"
+        )
+    if len(lengths) == 0 or int(lengths.min()) < 1:
+        raise ValueError(f"`lengths` must be non-empty with every length >= 1, got {lengths.tolist()}")
+    if T is None:
+        T = int(lengths.max())
+    _check_positive_int("T", T)
+    if int(lengths.max()) > T:
+        raise ValueError(f"`lengths` must be <= T={T}, got max length {int(lengths.max())}")
+    positions = torch.arange(T, device=lengths.device)  # (T,)
+    return positions[None, :] < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Modules: each forward can return the attention weights for plotting with `need_weights=True`.
+# ------------------------------------------------------------------------------------------------------------
+
+
+class SelfAttention(nn.Module):
+    """Self-attention with trainable query, key and value projections (one head, not causal).
+
+    Lesson 04, exercise `SelfAttention`. x: (B, T, d_in) -> (B, T, d_out), or (out, weights (B, T, T)).
+    """
+
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False) -> None:
+        super().__init__()
+        _check_positive_int("d_in", d_in)
+        _check_positive_int("d_out", d_out)
+        self.d_in, self.d_out = d_in, d_out
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """x: (B, T, d_in); mask: optional bool broadcastable to (B, T, T), True = keep."""
+        _check_tensor("x", x)
+        _check_features("x", x, self.d_in, "d_in")
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # each (B, T, d_out)
+        out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, T, d_out), (B, T, T)
+        return (out, weights) if need_weights else out
+
+
+class CausalSelfAttention(nn.Module):
+    """SelfAttention + a causal mask (no peeking at later tokens) + dropout on the attention weights.
+
+    Lesson 04, exercise `CausalSelfAttention`. The mask is built per call for the actual T, so the state dict
+    holds only the three linears and any T <= context_length works.
+    x: (B, T, d_in) -> (B, T, d_out), or (out, weights (B, T, T)) where weights are what multiplied V.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, context_length: int, dropout: float = 0.0, qkv_bias: bool = False
+    ) -> None:
+        super().__init__()
+        _check_positive_int("d_in", d_in)
+        _check_positive_int("d_out", d_out)
+        _check_positive_int("context_length", context_length)
+        _check_dropout(dropout)
+        self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)  # new: randomly drops attention weights while training
+
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """x: (B, T, d_in); mask: optional bool (e.g. key padding) broadcastable to (B, T, T), True = keep."""
+        _check_tensor("x", x)
+        _check_features("x", x, self.d_in, "d_in")
+        if x.shape[1] > self.context_length:
+            raise ValueError(
+                f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}"
+            )
+        B, T, _ = x.shape
+        allowed = causal_mask(T, device=x.device)  # (T, T), new: built for this call's T
+        if mask is not None:
+            _check_mask("mask", mask, (B, T, T))
+            allowed = allowed & mask  # (B, T, T): causal and not padding
+        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # each (B, T, d_out)
+        weights = attention_weights(q, k, allowed)  # (B, T, T)
+        weights = self.dropout(weights)  # the returned weights are the ones that multiply V
+        out = weights @ v  # (B, T, T) @ (B, T, d_out) -> (B, T, d_out)
+        return (out, weights) if need_weights else out
+
+
+class CrossAttention(nn.Module):
+    """Encoder-decoder attention: queries from the decoder `x`, keys and values from the encoder `memory`.
+
+    Lesson 04, exercise `CrossAttention`. Scores are scaled by sqrt(d_model); the output has one row per
+    decoder position (Tq), whatever the memory length Tk.
+    x: (B, Tq, d_model), memory: (B, Tk, d_memory) -> (B, Tq, d_model), or (out, weights (B, Tq, Tk)).
+    """
+
+    def __init__(self, d_model: int, d_memory: int | None = None, qkv_bias: bool = False) -> None:
+        super().__init__()
+        _check_positive_int("d_model", d_model)
+        d_memory = d_model if d_memory is None else d_memory
+        _check_positive_int("d_memory", d_memory)
+        self.d_model, self.d_memory = d_model, d_memory
+        self.W_query = nn.Linear(d_model, d_model, bias=qkv_bias)  # reads the decoder
+        self.W_key = nn.Linear(d_memory, d_model, bias=qkv_bias)  # reads the encoder
+        self.W_value = nn.Linear(d_memory, d_model, bias=qkv_bias)  # reads the encoder
+
+    def forward(
+        self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, need_weights: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """memory_mask: optional bool broadcastable to (B, Tq, Tk), True = keep (e.g. encoder padding)."""
+        _check_tensor("x", x)
+        _check_tensor("memory", memory)
+        _check_features("x", x, self.d_model, "d_model")
+        _check_features("memory", memory, self.d_memory, "d_memory")
+        if x.shape[0] != memory.shape[0]:
+            raise ValueError(
+                f"`x` and `memory` must have the same batch size B, "
+                f"got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
+            )
+        q = self.W_query(x)  # (B, Tq, d_model)
+        k = self.W_key(memory)  # (B, Tk, d_model)
+        v = self.W_value(memory)  # (B, Tk, d_model)
+        if memory_mask is not None:
+            _check_mask("memory_mask", memory_mask, (x.shape[0], x.shape[1], memory.shape[1]))
+        out, weights = scaled_dot_product_attention(q, k, v, memory_mask)  # (B, Tq, d_model), (B, Tq, Tk)
+        return (out, weights) if need_weights else out
