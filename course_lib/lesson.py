@@ -1,7 +1,8 @@
 """Helpers the lesson notebooks call: the set-up cell's `start_lesson` and the last cell's self-grading.
 
 Lesson 00 explains both. Nothing here changes global state beyond what a notebook's first cell should do:
-seeding torch's default generator so the lesson's printed numbers are reproducible.
+seeding torch's default generator so the lesson's printed numbers are reproducible, and choosing altair's
+offline renderer.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
     from course_lib import data as course_data
 
     torch.manual_seed(seed)
+    _use_offline_charts()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     env = LessonEnvironment(lesson, platform.python_version(), torch.__version__, device)
     for name in data:
@@ -68,6 +70,17 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
             env.data[name] = "missing"
             env.problems.append(str(exc))
     return env
+
+
+def _use_offline_charts() -> None:
+    """Let JupyterLab draw altair charts itself (its built-in vega-lite 5 renderer): no CDN, works offline.
+
+    Colab keeps altair's default renderer, which Colab displays (it is online anyway).
+    """
+    import altair as alt
+
+    if "google.colab" not in sys.modules:
+        alt.renderers.enable("mimetype")
 
 
 def _current_notebook_path(lesson: str) -> Path:

@@ -1,0 +1,30 @@
+"""Every lesson's instructor source executes top to bottom, headless, with no error (nbclient)."""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.nbtools import LESSONS, source_path
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_instructor_source_executes(lesson, monkeypatch):
+    # The kernel inherits this environment: no self-grading run inside the test, and no autograder settings.
+    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    path = source_path(lesson)
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client.execute()  # raises CellExecutionError naming the cell on the first error
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert errors == []
+    setup = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup")
+    shown = "".join(o.get("data", {}).get("text/plain", "") for o in setup.outputs)
+    assert "ready" in shown, f"the set-up cell reported a problem: {shown}"
+    assert os.environ["COURSE_SELF_GRADE"] == "off"
