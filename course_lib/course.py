@@ -52,11 +52,14 @@ SETUP_TEMPLATE = """\
 import sys
 
 if "google.colab" in sys.modules:
-    import os, subprocess
+    import os
+    import subprocess
 
     if not os.path.isdir("/content/course"):
-        subprocess.run(["git", "clone", "--depth", "1", "{url}", "/content/course"], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "/content/course"], check=True)
+        repository = "{url}"
+        subprocess.run(["git", "clone", "--depth", "1", repository, "/content/course"], check=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "-e", "/content/course"], check=True)
     sys.path.insert(0, "/content/course")
 
 from course_lib.lesson import start_lesson
