@@ -113,7 +113,13 @@ def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: in
         return None
     if os.environ.get("COURSE_SELF_GRADE", "").lower() == "off":
         return "Self-grading is switched off here (COURSE_SELF_GRADE=off)."
-    from course_lib.selfgrade import grade_notebook
+    try:
+        from course_lib.selfgrade import grade_notebook
+    except ImportError:
+        return (
+            "Self-grading needs nbgrader, which is not installed here. Install it with "
+            "`pip install nbgrader` (on Colab: `!pip install -q nbgrader`) and run this cell again."
+        )
 
     if path is None:
         path = _colab_notebook(lesson) if "google.colab" in sys.modules else _current_notebook_path(lesson)
