@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from nbformat.notebooknode import NotebookNode
+from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
-from traitlets import Bool
 
 __all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "strip_hidden_tests"]
 
@@ -29,47 +29,59 @@ def strip_hidden_tests(source: str) -> str:
     return _HIDDEN.sub("", source)
 
 
+@dataclass(frozen=True)
+class _SourceCell:
+    name: str
+    source: str
+    cell_type: str
+    locked: bool
+    checksum: str | None
+    points: float | None  # None for cells that are not graded
+
+
+def _grade_id(cell) -> str | None:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
 def _same(a: str, b: str) -> bool:
-    return [line.rstrip() for line in a.strip().splitlines()] == [
-        line.rstrip() for line in b.strip().splitlines()
-    ]
+    return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
 
 
 class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
-    add_missing_cells = Bool(True).tag(config=True)
-
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gradebook:
             source_nb = gradebook.find_notebook(info["notebook"], info["assignment"])
-            source_cells = [
-                (cell.name, cell.source, cell.cell_type, bool(cell.locked)) for cell in source_nb.source_cells
-            ]
-            grade_ids = {cell.name for cell in source_nb.grade_cells}
+            points = {cell.name: cell.max_score for cell in source_nb.grade_cells}
             solution_ids = {cell.name for cell in source_nb.solution_cells}
-
-        submitted = {
-            cell.metadata["nbgrader"]["grade_id"]: cell
-            for cell in nb.cells
-            if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        }
+            source_cells = [
+                _SourceCell(c.name, c.source, c.cell_type, bool(c.locked), c.checksum, points.get(c.name))
+                for c in source_nb.source_cells
+            ]
+        submitted = {_grade_id(cell): cell for cell in nb.cells if _grade_id(cell)}
+        known = {cell.name for cell in source_cells}
+        if source_cells and not known & set(submitted):
+            raise ValueError(
+                f"this submission has none of the graded cells of {info['assignment']}/{info['notebook']}: "
+                "it is probably another lesson's notebook (or cells were re-created by copy and paste)"
+            )
         problems = []
-        for name, source, _, locked in source_cells:
-            if name in solution_ids:
-                if name not in submitted:
-                    problems.append(f"answer cell `{name}` was deleted (its exercise scores 0)")
+        for cell in source_cells:
+            if cell.name in solution_ids:
+                if cell.name not in submitted:
+                    problems.append(f"answer cell `{cell.name}` was deleted (its exercise scores 0)")
                 continue
-            if not (locked or name in grade_ids):
+            if not (cell.locked or cell.points is not None):
                 continue
-            if name not in submitted:
-                problems.append(f"locked cell `{name}` was deleted")
-            elif not _same(strip_hidden_tests(source), submitted[name].source):
-                problems.append(f"locked cell `{name}` was edited")
+            if cell.name not in submitted:
+                problems.append(f"locked cell `{cell.name}` was deleted")
+                self._insert(nb, cell, [c.name for c in source_cells])
+            elif not _same(strip_hidden_tests(cell.source), submitted[cell.name].source):
+                problems.append(f"locked cell `{cell.name}` was edited")
 
-        nb, resources = super().preprocess(nb, resources)  # restores sources, re-adds deleted grade cells
-        self._restore_read_only_cells(nb, source_cells, grade_ids)
+        nb, resources = super().preprocess(nb, resources)  # puts back the original text of locked cells
         if problems:
             nb.cells.insert(0, self._warning_cell(problems))
             self._flag(info)
@@ -77,39 +89,30 @@ class RestoreAndFlag(OverwriteCells):
         return nb, resources
 
     @staticmethod
-    def _restore_read_only_cells(nb, source_cells, grade_ids) -> None:
-        """Re-insert deleted locked cells that are not grade cells (nbgrader only restores grade cells)."""
-        order = [name for name, *_ in source_cells]
-        for index, (name, source, cell_type, locked) in enumerate(source_cells):
-            present = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id") for c in nb.cells}
-            if not locked or name in grade_ids or name in present:
-                continue
-            cell = NotebookNode(
-                {
-                    "cell_type": cell_type,
-                    "metadata": {
-                        "deletable": False,
-                        "editable": False,
-                        "nbgrader": {"grade": False, "grade_id": name, "locked": True, "solution": False},
-                    },
-                    "source": source,
-                }
-            )
-            if cell_type == "code":
-                cell["execution_count"] = None
-                cell["outputs"] = []
-            # Insert after the nearest earlier source cell still present (or first).
-            position = 0
-            for earlier in reversed(order[:index]):
-                hits = [
-                    i
-                    for i, c in enumerate(nb.cells)
-                    if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == earlier
-                ]
-                if hits:
-                    position = hits[0] + 1
-                    break
-            nb.cells.insert(position, cell)
+    def _insert(nb, cell: _SourceCell, order: list[str]) -> None:
+        """Re-insert a deleted locked cell after the nearest earlier source cell still present."""
+        metadata = {"grade": cell.points is not None, "grade_id": cell.name, "locked": True, "solution": False}
+        metadata |= {"schema_version": 3, "checksum": cell.checksum}
+        if cell.points is not None:
+            metadata["points"] = cell.points
+        node = from_dict(
+            {
+                "id": f"restored-{cell.name}"[:64],
+                "cell_type": cell.cell_type,
+                "metadata": {"deletable": False, "editable": False, "nbgrader": metadata},
+                "source": cell.source,
+            }
+        )
+        if cell.cell_type == "code":
+            node["execution_count"] = None
+            node["outputs"] = []
+        position = 0
+        for earlier in reversed(order[: order.index(cell.name)]):
+            hits = [i for i, c in enumerate(nb.cells) if _grade_id(c) == earlier]
+            if hits:
+                position = hits[0] + 1
+                break
+        nb.cells.insert(position, node)
 
     @staticmethod
     def _warning_cell(problems):
@@ -124,9 +127,7 @@ class RestoreAndFlag(OverwriteCells):
     def _flag(info) -> None:
         with Gradebook(info["db_url"]) as gradebook:
             try:
-                submission = gradebook.find_submission_notebook(
-                    info["notebook"], info["assignment"], info["student"]
-                )
+                submission = gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
             except MissingEntry:
                 return
             submission.flagged = True

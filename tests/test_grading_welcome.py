@@ -9,9 +9,15 @@ from tests.answers import define
 
 
 def test_reference_passes_visible_and_hidden_cases():
-    assert "4 visible" in repr(check_count_characters(define(
-        "def count_characters(t):\n    c = {}\n    for ch in t:\n        c[ch] = c.get(ch, 0) + 1\n    return c",
-        "count_characters")))
+    assert "4 visible" in repr(
+        check_count_characters(
+            define(
+                "def count_characters(t):\n    c = {}\n    for ch in t:\n"
+                "        c[ch] = c.get(ch, 0) + 1\n    return c",
+                "count_characters",
+            )
+        )
+    )
     check_next_token_pairs(define("def next_token_pairs(i):\n    return list(zip(i, i[1:]))", "next_token_pairs"))
     check_normalize_rows(define("def normalize_rows(x):\n    return x / x.sum(1, keepdim=True)", "normalize_rows"))
     check_normalize_rows(
@@ -23,7 +29,12 @@ def test_reference_passes_visible_and_hidden_cases():
     "check, code, name, words",
     [
         (check_count_characters, "def f(t):\n    return {c: t.count(c) for c in t if c != ' '}", "f", "Spaces"),
-        (check_count_characters, "def f(t):\n    return {c: t.count(c) for c in sorted(set(t))}", "f", "first appearance"),
+        (
+            check_count_characters,
+            "def f(t):\n    return {c: t.count(c) for c in sorted(set(t))}",
+            "f",
+            "first appearance",
+        ),
         (check_next_token_pairs, "def f(i):\n    return [(i[k], i[k + 1]) for k in range(len(i) - 2)]", "f", "too few"),
         (check_next_token_pairs, "def f(i):\n    return [(b, a) for a, b in zip(i, i[1:])]", "f", "reversed"),
         (check_normalize_rows, "def f(x):\n    return x / x.sum(0, keepdim=True)", "f", "columns sum to 1"),

@@ -44,10 +44,22 @@ def test_an_honest_answer_passes():
         (attention.scaled_dot_product_attention, "is"),
         (functools.partial(attention.scaled_dot_product_attention), "wraps"),
         (functools.wraps(attention.scaled_dot_product_attention)(lambda *a: None), "wraps"),
-        (define("from course_lib.attention import scaled_dot_product_attention as r\ndef f(q, k, v):\n"
-                "    return r(q, k, v)", "f"), "uses"),
-        (define("def make(r):\n    def f(q, k, v):\n        return r(q, k, v)\n    return f\n"
-                "from course_lib import attention\nf = make(attention.scaled_dot_product_attention)", "f"), "wraps"),
+        (
+            define(
+                "from course_lib.attention import scaled_dot_product_attention as r\ndef f(q, k, v):\n"
+                "    return r(q, k, v)",
+                "f",
+            ),
+            "uses",
+        ),
+        (
+            define(
+                "def make(r):\n    def f(q, k, v):\n        return r(q, k, v)\n    return f\n"
+                "from course_lib import attention\nf = make(attention.scaled_dot_product_attention)",
+                "f",
+            ),
+            "wraps",
+        ),
     ],
 )
 def test_definition_time_shortcuts_are_caught(answer, how):
@@ -77,8 +89,10 @@ def test_subclassing_a_reference_class_is_caught():
 
 
 def test_tokenizer_libraries_are_forbidden_for_tokenizer_exercises():
-    code = "import tiktoken\nfrom course_lib.data import gpt2_encoding\ndef f(text, merges):\n" \
-           "    return gpt2_encoding().encode(text)"
+    code = (
+        "import tiktoken\nfrom course_lib.data import gpt2_encoding\ndef f(text, merges):\n"
+        "    return gpt2_encoding().encode(text)"
+    )
     with pytest.raises(GradingError, match="tiktoken"):
         call_answer("bpe_encode", define(code, "f"), "hello", {})
     # ...but allowed where the contract does not forbid it (the reference computes expected values freely).

@@ -23,8 +23,11 @@ def test_environment_yml_has_the_same_dependencies_as_pyproject():
     extras = project["optional-dependencies"]
     wanted |= dict(_name(r) for r in extras["lab"] + extras["test"] if not r.startswith("course_lib"))
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
-    conda = dict(_name(d.replace("=", "==", 1) if re.match(r"^[\w\-]+=[^=<>]", d) else d)
-                 for d in env["dependencies"] if isinstance(d, str))
+    conda = dict(
+        _name(d.replace("=", "==", 1) if re.match(r"^[\w\-]+=[^=<>]", d) else d)
+        for d in env["dependencies"]
+        if isinstance(d, str)
+    )
     for name, spec in wanted.items():
         conda_name = CONDA_NAMES.get(name, name)
         assert conda_name in conda, f"{conda_name} missing from environment.yml"
@@ -33,8 +36,14 @@ def test_environment_yml_has_the_same_dependencies_as_pyproject():
 
 def test_the_repository_url_is_written_once():
     url = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
-    tracked = [p for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts and ".git" not in p.parts
-               and p.suffix in {".py", ".md", ".toml", ".yml", ".cfg"}]
+    tracked = [
+        p
+        for p in ROOT.rglob("*")
+        if p.is_file()
+        and ".venv" not in p.parts
+        and ".git" not in p.parts
+        and p.suffix in {".py", ".md", ".toml", ".yml", ".cfg"}
+    ]
     assert [p.name for p in tracked if url in p.read_text(errors="ignore")] == ["pyproject.toml"]
 
 
