@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not args.notebook:
             parser.error(
-                "grade needs a notebook path, e.g. make grade NB=notebooks/release/01_tokenization/01_tokenization.ipynb"
+                "grade needs a notebook path, e.g. make grade NB=notebooks/release/00_welcome/00_welcome.ipynb"
             )
         report = grade_notebook(args.notebook, args.lesson, timeout=args.timeout)
         print(report)

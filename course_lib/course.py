@@ -43,7 +43,11 @@ SETUP_ID = "setup"
 # Data files each lesson's set-up cell makes sure are present (names in data/registry.json).
 LESSON_DATA: dict[str, list[str]] = {
     "00_welcome": ["the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
-    "01_tokenization": ["the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
+    "01_tokenization": ["the-verdict.txt", "encoder.json", "vocab.bpe"],
+    "02_embeddings": ["tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
+    "03_position_encoding": [],
+    "04_attention": ["tinyshakespeare.txt"],
+    "05_multi_head_attention": ["encoder.json", "vocab.bpe"],
 }
 
 SETUP_TEMPLATE = """\

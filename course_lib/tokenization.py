@@ -315,10 +315,9 @@ def sliding_window_pairs(
     else:
         ids = torch.tensor(_check_ids("token_ids", token_ids), dtype=torch.long)
     if len(ids) <= context_length:
-        raise ValueError(
-            f"token_ids has {len(ids)} tokens; at least context_length + 1 = {context_length + 1} are needed "
-            "for one input/target pair"
-        )
+        # range(0, len - T, stride) is empty: no window fits (the contract returns zero windows, not an error).
+        empty = torch.empty(0, context_length, dtype=torch.long)  # (0, T)
+        return empty, empty.clone()
     # unfold(0, T, stride) takes every window of T tokens whose last index fits; dropping the final
     # token for the inputs (and the first for the targets) gives exactly the starts s < len - T.
     inputs = ids[:-1].unfold(0, context_length, stride).clone()  # (N, T)
@@ -334,6 +333,11 @@ class TokenWindowDataset(Dataset):
 
     def __init__(self, token_ids: Sequence[int] | torch.Tensor, context_length: int, stride: int):
         self.inputs, self.targets = sliding_window_pairs(token_ids, context_length, stride)  # (N, T) each
+        if len(self.inputs) == 0:
+            raise ValueError(
+                f"token_ids has {len(token_ids)} tokens; at least context_length + 1 = {context_length + 1} "
+                "are needed for one input/target pair"
+            )
 
     def __len__(self) -> int:
         return self.inputs.shape[0]

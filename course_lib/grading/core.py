@@ -110,7 +110,7 @@ def call_answer(
     fn: Callable[..., Any],
     *args: Any,
     what: str | None = None,
-    timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    timeout: float | None = None,
     guard: bool = True,
     **kwargs: Any,
 ) -> Any:
@@ -122,6 +122,7 @@ def call_answer(
     from course_lib.grading.guard import watch_calls  # local: guard imports this module
 
     label = what or f"{getattr(fn, '__name__', exercise)}(...)"
+    timeout = DEFAULT_CALL_TIMEOUT if timeout is None else timeout
     watcher = watch_calls(exercise) if guard else contextlib.nullcontext()
     try:
         with watcher, time_limit(timeout):

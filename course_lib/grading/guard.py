@@ -98,14 +98,16 @@ class Forbidden:
     """Everything one exercise may not use, in the forms the two checks compare against."""
 
     objects: list[tuple[Any, str]] = field(default_factory=list)  # (object, how to name it in a message)
-    codes: dict[types.CodeType, str] = field(default_factory=dict)  # code of Python functions and methods
+    # id() of the code of Python functions and methods. By identity: code objects compare equal by value, and
+    # a learner's function that happens to compile to the same code is not a call of the reference.
+    codes: dict[int, str] = field(default_factory=dict)
     builtins: dict[int, str] = field(default_factory=dict)  # id() of C functions
     packages: dict[str, str] = field(default_factory=dict)  # package name -> its folder
 
     def add(self, obj: Any, label: str) -> None:
         self.objects.append((obj, label))
         for code in _codes_of(obj):
-            self.codes[code] = label
+            self.codes[id(code)] = label
         if isinstance(obj, types.BuiltinFunctionType | types.BuiltinMethodType):
             self.builtins[id(obj)] = label
 
@@ -255,7 +257,7 @@ def watch_calls(exercise: str) -> Iterator[None]:
         if hits:
             return
         if event == "call":
-            label = forbidden.codes.get(frame.f_code)
+            label = forbidden.codes.get(id(frame.f_code))
             if label is None:
                 package = forbidden.package_of_code(frame.f_code)
                 label = f"the `{package}` library" if package else None
