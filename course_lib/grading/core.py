@@ -33,6 +33,8 @@ __all__ = [
     "expect_equal",
     "generator",
     "random_tensor",
+    "tagged_cases",
+    "call_label",
     "time_limit",
 ]
 
@@ -172,9 +174,7 @@ def expect_close(
 ) -> None:
     """Tensor comparison: type, shape, dtype class, then values (reporting the largest difference)."""
     if not isinstance(got, torch.Tensor):
-        raise GradingError(
-            exercise, f"{what}: expected a torch.Tensor, got {type(got).__name__}. {hint}".strip()
-        )
+        raise GradingError(exercise, f"{what}: expected a torch.Tensor, got {type(got).__name__}. {hint}".strip())
     if tuple(got.shape) != tuple(expected.shape):
         raise GradingError(
             exercise,
@@ -193,6 +193,21 @@ def expect_close(
             f"at index {index}: got {float(got_c[index]):.5g}, expected {float(expected[index]):.5g})."
         )
         raise GradingError(exercise, f"{message} {hint}".strip())
+
+
+def tagged_cases(cases: list | None, visible: list) -> list[tuple[str | None, Any]]:
+    """(tag, case) pairs: the visible cases untagged, or the hidden `cases` tagged "hidden case k".
+
+    Messages about a hidden case name it by its tag, never by its input, so hidden test text stays hidden.
+    """
+    if cases is None:
+        return [(None, case) for case in visible]
+    return [(f"hidden case {number}", case) for number, case in enumerate(cases, 1)]
+
+
+def call_label(call: str, shown: str, tag: str | None) -> str:
+    """How a call is named in messages: `f(1, 2)` for a visible case, `f(<hidden case 2>)` for a hidden one."""
+    return f"{call}({shown})" if tag is None else f"{call}(<{tag}>)"
 
 
 def generator(seed: int) -> torch.Generator:

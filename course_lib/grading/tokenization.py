@@ -23,7 +23,7 @@ import torch
 
 from course_lib import tokenization as ref
 from course_lib.grading import core
-from course_lib.grading.core import GradingError, Passed, describe
+from course_lib.grading.core import GradingError, Passed, call_label, describe, tagged_cases
 from course_lib.grading.guard import check_definition
 
 __all__ = [
@@ -51,18 +51,6 @@ def _call(name: str, fn: Callable[..., Any], *args: Any, what: str) -> Any:
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _label(call: str, shown: str, tag: str | None) -> str:
-    """How a call is named in messages. Hidden cases are named by number: their inputs stay hidden."""
-    return f"{call}({shown})" if tag is None else f"{call}(<{tag}>)"
-
-
-def _tags(cases: list | None, visible: list) -> list[tuple[str | None, Any]]:
-    """(tag, case) pairs: the visible cases untagged, or the hidden ones tagged "hidden case k"."""
-    if cases is None:
-        return [(None, case) for case in visible]
-    return [(f"hidden case {number}", case) for number, case in enumerate(cases, 1)]
 
 
 def _is_int(value: Any) -> bool:
@@ -174,7 +162,7 @@ def check_SimpleTokenizer(answer: Any, cases: list | None = None) -> Passed:
     name = "SimpleTokenizer"
     check_definition(name, answer)
     checks = 0
-    for tag, (source, text) in _tags(cases, _TOKENIZER_CASES):
+    for tag, (source, text) in tagged_cases(cases, _TOKENIZER_CASES):
         vocab = dict(source) if isinstance(source, dict) else ref.build_vocab(source)
         _tokenizer_case(name, answer, vocab, text, tag)
         checks += 2
@@ -192,7 +180,7 @@ def _tokenizer_case(name: str, answer: Any, vocab: dict[str, int], text: str, ta
         if not callable(getattr(tokenizer, method, None)):
             raise GradingError(name, f"a SimpleTokenizer object has no method `{method}`.")
 
-    what = _label("SimpleTokenizer(vocab).encode", _short(text), tag)
+    what = call_label("SimpleTokenizer(vocab).encode", _short(text), tag)
     try:
         got = _call(name, tokenizer.encode, text, what=what)
     except GradingError as error:
@@ -225,7 +213,7 @@ def _tokenizer_case(name: str, answer: Any, vocab: dict[str, int], text: str, ta
         ]
         _diagnose(name, what, got, expected_ids, variants)
 
-    what = _label("SimpleTokenizer(vocab).decode", _short(expected_ids), tag)
+    what = call_label("SimpleTokenizer(vocab).decode", _short(expected_ids), tag)
     got_text = _call(name, tokenizer.decode, list(expected_ids), what=what)
     _expect_type(name, got_text, str, what, "a str")
     if got_text != expected_text:
@@ -270,7 +258,7 @@ def check_get_pair_counts(answer: Any, cases: list | None = None) -> Passed:
     """Check `get_pair_counts(ids)`. A case is a list of ints."""
     name = "get_pair_counts"
     check_definition(name, answer)
-    tagged = _tags(cases, _PAIR_COUNT_CASES)
+    tagged = tagged_cases(cases, _PAIR_COUNT_CASES)
     for tag, ids in tagged:
         _pair_counts_case(name, answer, [int(i) for i in ids], tag)
     return Passed(name, len(tagged), hidden=cases is not None)
@@ -278,7 +266,7 @@ def check_get_pair_counts(answer: Any, cases: list | None = None) -> Passed:
 
 def _pair_counts_case(name: str, answer: Any, ids: list[int], tag: str | None) -> None:
     expected = ref.get_pair_counts(ids)
-    what = _label("get_pair_counts", _short(ids), tag)
+    what = call_label("get_pair_counts", _short(ids), tag)
     given = list(ids)
     got = _call(name, answer, given, what=what)
     if given != ids:
@@ -361,7 +349,7 @@ def check_merge_pair(answer: Any, cases: list | None = None) -> Passed:
     """Check `merge_pair(ids, pair, new_id)`. A case is `(ids, pair, new_id)`."""
     name = "merge_pair"
     check_definition(name, answer)
-    tagged = _tags(cases, _MERGE_CASES)
+    tagged = tagged_cases(cases, _MERGE_CASES)
     for tag, (ids, pair, new_id) in tagged:
         _merge_case(name, answer, [int(i) for i in ids], tuple(pair), new_id, tag)
     return Passed(name, len(tagged), hidden=cases is not None)
@@ -369,7 +357,7 @@ def check_merge_pair(answer: Any, cases: list | None = None) -> Passed:
 
 def _merge_case(name: str, answer: Any, ids: list[int], pair: tuple[int, int], new_id: int, tag: str | None):
     expected = ref.merge_pair(ids, pair, new_id)
-    what = _label("merge_pair", f"{_short(ids)}, {pair}, {new_id}", tag)
+    what = call_label("merge_pair", f"{_short(ids)}, {pair}, {new_id}", tag)
     given = list(ids)
     got = _call(name, answer, given, pair, new_id, what=what)
     if given != ids:
@@ -435,14 +423,14 @@ def check_train_bpe(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "train_bpe"
     check_definition(name, answer)
-    tagged = _tags(cases, _TRAIN_CASES)
+    tagged = tagged_cases(cases, _TRAIN_CASES)
     for tag, (text, vocab_size) in tagged:
         _train_case(name, answer, text, vocab_size, tag)
     return Passed(name, len(tagged), hidden=cases is not None)
 
 
 def _train_case(name: str, answer: Any, text: str, vocab_size: int, tag: str | None) -> None:
-    what = _label("train_bpe", f"{_short(text, 40)}, {vocab_size}", tag)
+    what = call_label("train_bpe", f"{_short(text, 40)}, {vocab_size}", tag)
     if vocab_size < 256:
         raised = _call(name, _capture(answer), text, vocab_size, what=what)
         if not isinstance(raised, ValueError):
@@ -557,7 +545,7 @@ def check_bpe_encode(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "bpe_encode"
     check_definition(name, answer)
-    tagged = _tags(cases, _ENCODE_CASES)
+    tagged = tagged_cases(cases, _ENCODE_CASES)
     for tag, (text, spec) in tagged:
         _encode_case(name, answer, text, _merges_of(spec), tag)
     return Passed(name, len(tagged), hidden=cases is not None)
@@ -565,7 +553,7 @@ def check_bpe_encode(answer: Any, cases: list | None = None) -> Passed:
 
 def _encode_case(name: str, answer: Any, text: str, merges: dict, tag: str | None) -> None:
     expected = ref.bpe_encode(text, merges)
-    what = _label("bpe_encode", f"{_short(text, 40)}, merges of {len(merges)} pairs", tag)
+    what = call_label("bpe_encode", f"{_short(text, 40)}, merges of {len(merges)} pairs", tag)
     got = _call(name, answer, text, dict(merges), what=what)
     _expect_int_list(name, got, what)
     if got != expected:
@@ -611,7 +599,7 @@ def check_bpe_decode(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "bpe_decode"
     check_definition(name, answer)
-    tagged = _tags(cases, _DECODE_CASES)
+    tagged = tagged_cases(cases, _DECODE_CASES)
     for tag, (ids, spec) in tagged:
         _decode_case(name, answer, [int(i) for i in ids], _merges_of(spec), tag)
     return Passed(name, len(tagged), hidden=cases is not None)
@@ -619,7 +607,7 @@ def check_bpe_decode(answer: Any, cases: list | None = None) -> Passed:
 
 def _decode_case(name: str, answer: Any, ids: list[int], merges: dict, tag: str | None) -> None:
     expected = ref.bpe_decode(ids, merges)
-    what = _label("bpe_decode", f"{_short(ids)}, merges of {len(merges)} pairs", tag)
+    what = call_label("bpe_decode", f"{_short(ids)}, merges of {len(merges)} pairs", tag)
     try:
         got = _call(name, answer, list(ids), dict(merges), what=what)
     except GradingError as error:
@@ -678,7 +666,7 @@ def check_sliding_window_pairs(answer: Any, cases: list | None = None) -> Passed
     """
     name = "sliding_window_pairs"
     check_definition(name, answer)
-    tagged = _tags(cases, _WINDOW_CASES)
+    tagged = tagged_cases(cases, _WINDOW_CASES)
     for tag, (ids, length, stride) in tagged:
         _window_case(name, answer, [int(i) for i in ids], length, stride, tag)
     return Passed(name, len(tagged), hidden=cases is not None)
@@ -686,7 +674,7 @@ def check_sliding_window_pairs(answer: Any, cases: list | None = None) -> Passed
 
 def _window_case(name: str, answer: Any, ids: list[int], length: int, stride: int, tag: str | None) -> None:
     expected_x, expected_y = ref.sliding_window_pairs(ids, length, stride)  # (N, L) each
-    what = _label("sliding_window_pairs", f"{_short(ids)}, context_length={length}, stride={stride}", tag)
+    what = call_label("sliding_window_pairs", f"{_short(ids)}, context_length={length}, stride={stride}", tag)
     last = len(ids) - length
     try:
         got = _call(name, answer, list(ids), length, stride, what=what)

@@ -9,10 +9,12 @@ from course_lib.grading.core import (
     GradingError,
     Passed,
     call_answer,
+    call_label,
     describe,
     expect,
     expect_close,
     random_tensor,
+    tagged_cases,
 )
 from course_lib.grading.guard import check_definition
 
@@ -26,15 +28,13 @@ def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
     """Visible cases: a few short strings. Hidden `cases`: more strings."""
     name = "count_characters"
     check_definition(name, answer)
-    texts = VISIBLE_TEXTS if cases is None else cases
-    for text in texts:
+    texts = tagged_cases(cases, VISIBLE_TEXTS)
+    for tag, text in texts:
         expected = ref.count_characters(text)
-        got = call_answer(name, answer, text, what=f"count_characters({text!r})")
-        expect(
-            name,
-            isinstance(got, dict),
-            f"count_characters({text!r}) should return a dict, got {describe(got)}.",
-        )
+        label = call_label(name, repr(text), tag)
+        got = call_answer(name, answer, text, what=label)
+        expect(name, isinstance(got, dict), f"{label} should return a dict, got {type(got).__name__}.")
+        shown = "" if tag else f" gave {describe(got)}, expected {describe(expected)}"
         if dict(got) != expected:
             if {k: v for k, v in got.items() if k != " "} == {k: v for k, v in expected.items() if k != " "}:
                 hint = "Spaces are characters too: count them like any other."
@@ -42,15 +42,11 @@ def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
                 hint = "The right characters, but some counts are off. Does every occurrence add one?"
             else:
                 hint = "Every character of the text should be a key, and nothing else."
-            raise GradingError(
-                name,
-                f"count_characters({text!r}) gave {describe(got)}, expected {describe(expected)}. {hint}",
-            )
+            raise GradingError(name, f"{label}{shown or ' gave wrong counts'}. {hint}")
         if list(got) != list(expected):
+            order = "" if tag else f" ({list(expected)}), got {list(got)}"
             raise GradingError(
-                name,
-                f"count_characters({text!r}): right counts, but the keys should be in order of first appearance "
-                f"({list(expected)}), got {list(got)}.",
+                name, f"{label}: right counts, but the keys should be in order of first appearance{order}."
             )
     return Passed(name, len(texts), hidden=cases is not None)
 
@@ -59,10 +55,11 @@ def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Pass
     """Visible cases: short id lists incl. length 0 and 1. Hidden `cases`: more id lists."""
     name = "next_token_pairs"
     check_definition(name, answer)
-    id_lists = VISIBLE_IDS if cases is None else cases
-    for ids in id_lists:
+    id_lists = tagged_cases(cases, VISIBLE_IDS)
+    for tag, ids in id_lists:
         expected = ref.next_token_pairs(ids)
-        got = call_answer(name, answer, list(ids), what=f"next_token_pairs({ids})")
+        label = call_label(name, repr(ids), tag)
+        got = call_answer(name, answer, list(ids), what=label)
         got_list = [tuple(p) for p in got] if isinstance(got, list | tuple) else got
         if got_list == expected:
             continue
@@ -74,7 +71,8 @@ def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Pass
             hint = "Each pair is reversed: it should be (token, next token)."
         else:
             hint = "Pair each id with the id right after it."
-        raise GradingError(name, f"next_token_pairs({ids}) gave {describe(got)}, expected {expected}. {hint}")
+        shown = " gave a wrong list" if tag else f" gave {describe(got)}, expected {expected}"
+        raise GradingError(name, f"{label}{shown}. {hint}")
     return Passed(name, len(id_lists), hidden=cases is not None)
 
 
@@ -82,15 +80,14 @@ def check_normalize_rows(answer, cases: list[tuple[int, int, int]] | None = None
     """Visible cases: seeded random non-negative matrices. Hidden `cases`: (rows, cols, seed) triples."""
     name = "normalize_rows"
     check_definition(name, answer)
-    shapes = [(3, 4, 0), (1, 5, 1), (6, 2, 2)] if cases is None else cases
-    for rows, cols, seed in shapes:
+    shapes = tagged_cases(cases, [(3, 4, 0), (1, 5, 1), (6, 2, 2)])
+    for tag, (rows, cols, seed) in shapes:
         x = random_tensor(rows, cols, seed=seed).abs() + 0.1
         original = x.clone()
         expected = ref.normalize_rows(x.clone())
-        got = call_answer(name, answer, x, what=f"normalize_rows(<{rows}x{cols} tensor>)")
-        expect(
-            name, torch.equal(x, original), "normalize_rows changed its input in place; return a new tensor."
-        )
+        label = call_label(name, f"<{rows}x{cols} tensor>", tag)
+        got = call_answer(name, answer, x, what=label)
+        expect(name, torch.equal(x, original), "normalize_rows changed its input in place; return a new tensor.")
         if isinstance(got, torch.Tensor) and got.shape == expected.shape:
             sums = got.sum(dim=1)
             if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
@@ -103,5 +100,5 @@ def check_normalize_rows(answer, cases: list[tuple[int, int, int]] | None = None
                     name,
                     f"the rows of your result sum to {describe(sums)}, not 1. Divide each row by its own sum.",
                 )
-        expect_close(name, got, expected, f"normalize_rows on a {rows}x{cols} input")
+        expect_close(name, got, expected, label)
     return Passed(name, len(shapes), hidden=cases is not None)

@@ -1,0 +1,395 @@
+"""Graders of lesson 02 — Embeddings (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+
+Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
+seeded random inputs, the expected value from the reference in `course_lib.embeddings` computed *outside* the
+learner's call, and the learner's answer through `call_answer`. When the two differ, the check computes each
+known wrong variant on the same input and, if the learner's output equals one of them, names that mistake;
+otherwise it reports the shapes and the largest difference.
+
+With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
+each check's docstring) and only those run.
+
+`tensor_result` and `diagnose_tensor` are shared with the graders of lesson 03.
+
+Shape legend: B batch, T time, H heads, D head size, C / d_model channels, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from course_lib import embeddings as ref
+from course_lib.grading import core
+from course_lib.grading.core import GradingError, Passed, describe, expect_close, generator, random_tensor
+from course_lib.grading.guard import check_definition
+
+__all__ = ["check_cosine_similarity", "check_most_similar", "check_one_hot_embed"]
+
+Variant = tuple[Callable[[], Any], str]  # (a wrong version run on the same input, what that mistake is)
+Hint = tuple[Callable[[str], bool], str]  # (does this error message fit?, what to add to it)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Shared helpers (lessons 02 and 03)
+
+
+def call_with_hints(name: str, fn: Callable[..., Any], *args: Any, what: str, hints: Sequence[Hint] = ()) -> Any:
+    """`call_answer`, adding the first fitting hint when the learner's code raises."""
+    try:
+        # The time limit is read at call time, so a test (or an instructor) can change it on the core module.
+        return core.call_answer(name, fn, *args, what=what, timeout=core.DEFAULT_CALL_TIMEOUT)
+    except GradingError as error:
+        for fits, hint in hints:
+            if " raised " in error.message and fits(error.message):
+                raise GradingError(name, f"{error.message} — {hint}") from None
+        raise
+
+
+def tensor_result(name: str, got: Any, what: str) -> Tensor:
+    """`got` if it is a tensor; else a GradingError saying what came back instead."""
+    if got is None:
+        raise GradingError(name, f"{what} returned None. Did you forget the `return`?")
+    if not isinstance(got, Tensor):
+        raise GradingError(name, f"{what} should return a torch.Tensor, got {type(got).__name__}: {describe(got)}")
+    return got
+
+
+def _close(a: Any, b: Tensor, atol: float, rtol: float) -> bool:
+    if not isinstance(a, Tensor) or tuple(a.shape) != tuple(b.shape):
+        return False
+    return torch.allclose(a.detach().to(b.dtype), b, atol=atol, rtol=rtol)
+
+
+def diagnose_tensor(
+    name: str,
+    what: str,
+    got: Tensor,
+    expected: Tensor,
+    variants: Sequence[Variant],
+    *,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    hint: str = "",
+) -> None:
+    """Pass if `got` matches `expected`; else name the first wrong variant it matches, else a generic message."""
+    if got.is_floating_point() == expected.is_floating_point() and _close(got, expected, atol, rtol):
+        return
+    for compute, mistake in variants:
+        try:
+            value = compute()
+        except Exception:  # a variant that cannot run on this input cannot be the learner's mistake
+            continue
+        if _close(got, value, atol, rtol) and not _close(value, expected, atol, rtol):
+            raise GradingError(name, f"{what}: {mistake}")
+    expect_close(name, got, expected, what, atol=atol, rtol=rtol, hint=hint)
+
+
+def expect_unchanged(name: str, inputs: dict[str, tuple[Tensor, Tensor]], what: str) -> None:
+    """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
+    for argument, (after, before) in inputs.items():
+        if not torch.equal(after, before):
+            raise GradingError(
+                name, f"{what} changed its argument `{argument}` in place; compute a new tensor and return it."
+            )
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return str(tuple(shape))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Exercise 1: one_hot_embed
+
+# (ids, V, C, seed): ids is a shape (random ids in 0..V-1) or an explicit list of ids. The first case has
+# V == C, so a product with weight.T has the right shape and only its values give it away; the second uses
+# only small ids, so a one-hot without num_classes=V has too few columns.
+_ONE_HOT_CASES: list[tuple[Any, int, int, int]] = [
+    ((5,), 6, 6, 0),
+    ([0, 3, 3, 1], 7, 2, 1),
+    ((2, 4), 10, 3, 2),
+    ((3, 2, 5), 12, 4, 3),
+]
+
+_ONE_HOT_HINTS: list[Hint] = [
+    (
+        lambda m: "dtype" in m or "scalar type" in m,
+        "F.one_hot returns integers (torch.long): convert the one-hot matrix to the weight's dtype "
+        "(`.to(weight.dtype)` or `.float()`) before the product.",
+    ),
+    (
+        lambda m: "shape" in m or "size" in m,
+        "the one-hot matrix must have V = weight.shape[0] columns (pass num_classes=V to F.one_hot, or the "
+        "width is only max(id) + 1), and the product is one_hot @ weight with weight (V, C) as it is — no "
+        "transpose.",
+    ),
+]
+
+
+def check_one_hot_embed(answer: Any, cases: list | None = None) -> Passed:
+    """Check `one_hot_embed(token_ids, weight)` against weight[token_ids] (graded on its output).
+
+    A case is `(ids, V, C, seed)`: `ids` a shape (random ids in 0..V-1 drawn with `seed`) or a list of ids;
+    `weight` is a seeded random (V, C) matrix.
+    """
+    name = "one_hot_embed"
+    check_definition(name, answer)
+    chosen = _ONE_HOT_CASES if cases is None else cases
+    for ids_spec, V, C, seed in chosen:
+        if isinstance(ids_spec, list):
+            ids = torch.tensor(ids_spec, dtype=torch.long)
+        else:
+            ids = torch.randint(0, V, tuple(ids_spec), generator=generator(seed))
+        _one_hot_case(name, answer, ids, random_tensor(V, C, seed=seed + 100))
+    return Passed(name, len(chosen), hidden=cases is not None)
+
+
+def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor) -> None:
+    V, C = weight.shape
+    expected = ref.one_hot_embed(ids, weight)  # (..., C)
+    ids_in, weight_in = ids.clone(), weight.clone()
+    what = f"one_hot_embed(ids of shape {_shape_text(ids.shape)}, weight of shape ({V}, {C}))"
+    got = call_with_hints(name, answer, ids_in, weight_in, what=what, hints=_ONE_HOT_HINTS)
+    got = tensor_result(name, got, what)
+    expect_unchanged(name, {"token_ids": (ids_in, ids), "weight": (weight_in, weight)}, what)
+    if not got.is_floating_point() and tuple(got.shape) == tuple(expected.shape):
+        raise GradingError(
+            name,
+            f"{what} returned integers ({got.dtype}); convert the one-hot matrix to the weight's dtype "
+            "before the product, so that the result has the weight's float values.",
+        )
+    one_hot = F.one_hot(ids, V).float()  # (..., V)
+    variants: list[Variant] = [
+        (
+            lambda: one_hot,
+            f"you returned the one-hot matrix itself (one column per vocabulary entry, V = {V} columns). "
+            f"Multiply it by `weight` (V, C) to get the embeddings, shape {_shape_text(expected.shape)}.",
+        ),
+        (
+            lambda: one_hot @ weight.T,
+            "these are the rows of the transposed weight (one_hot @ weight.T): weight is already (V, C), "
+            "with one row per token id, so multiply one_hot @ weight without transposing.",
+        ),
+        (
+            lambda: expected.movedim(-1, 0),
+            f"the result is transposed, shape {_shape_text(got.shape)} (as from weight.T @ one_hot.T). "
+            f"One row per token: one_hot (..., V) @ weight (V, C) gives {_shape_text(expected.shape)}.",
+        ),
+    ]
+    diagnose_tensor(name, what, got, expected, variants)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Exercise 2: cosine_similarity
+
+# (shape of a, shape of b, seed): equal shapes, then shapes that only broadcast.
+_COSINE_CASES: list[tuple[tuple[int, ...], tuple[int, ...], int]] = [
+    ((6,), (6,), 0),
+    ((4, 8), (4, 8), 1),
+    ((5,), (7, 5), 2),
+    ((3, 1, 6), (1, 4, 6), 3),
+]
+
+_BROADCAST_HINT = (
+    "cosine_similarity must work on any shapes (..., C) that broadcast, e.g. a (C,) against b (V, C) giving "
+    "(V,). Reduce over the last dimension only: (a * b).sum(dim=-1) divided by a.norm(dim=-1) * "
+    "b.norm(dim=-1). torch.dot and a @ b only work for single vectors."
+)
+
+
+def check_cosine_similarity(answer: Any, cases: list | None = None) -> Passed:
+    """Check `cosine_similarity(a, b)` over the last dimension, with broadcasting.
+
+    A case is `(a_shape, b_shape, seed)`; both end in the same C, the other dimensions broadcast.
+    """
+    name = "cosine_similarity"
+    check_definition(name, answer)
+    chosen = _COSINE_CASES if cases is None else cases
+    for a_shape, b_shape, seed in chosen:
+        a = random_tensor(*a_shape, seed=seed)
+        b = random_tensor(*b_shape, seed=seed + 100, scale=3.0)  # other lengths than a, so the norms matter
+        _cosine_case(name, answer, a, b)
+    return Passed(name, len(chosen), hidden=cases is not None)
+
+
+def _cosine_case(name: str, answer: Any, a: Tensor, b: Tensor) -> None:
+    expected = ref.cosine_similarity(a, b)  # (...)
+    a_in, b_in = a.clone(), b.clone()
+    what = f"cosine_similarity(a of shape {_shape_text(a.shape)}, b of shape {_shape_text(b.shape)})"
+    broadcasts = a.dim() > 1 or b.dim() > 1
+    hints: list[Hint] = [(lambda m: "RuntimeError" in m or "IndexError" in m, _BROADCAST_HINT)] if broadcasts else []
+    got = tensor_result(name, call_with_hints(name, answer, a_in, b_in, what=what, hints=hints), what)
+    expect_unchanged(name, {"a": (a_in, a), "b": (b_in, b)}, what)
+    dot = (a * b).sum(-1)  # (...)
+    norm_a, norm_b = a.norm(dim=-1), b.norm(dim=-1)  # (...) each
+    variants: list[Variant] = [
+        (
+            lambda: dot,
+            "this is the plain dot product a · b. Cosine similarity divides it by both lengths, "
+            "|a| |b|, so that only the angle counts and the result lies in [-1, 1].",
+        ),
+        (lambda: dot / norm_a, "you divided by |a| only; divide the dot product by |a| * |b|."),
+        (lambda: dot / norm_b, "you divided by |b| only; divide the dot product by |a| * |b|."),
+        (
+            lambda: dot / (norm_a**2 * norm_b**2),
+            "you divided by the squared lengths (a · a)(b · b); divide by the lengths themselves, "
+            "|a| = sqrt(a · a) (a.norm(dim=-1)).",
+        ),
+        (
+            lambda: dot / (a.norm() * b.norm()),
+            "the lengths were taken over the whole tensor (a.norm()); take them over the last dimension, "
+            "a.norm(dim=-1), so that every vector is divided by its own length.",
+        ),
+    ]
+    if a.dim() == 2 and b.dim() == 2:
+        all_pairs = ref.cosine_similarity(a[:, None, :], b[None, :, :])  # (rows of a, rows of b)
+        variants.append(
+            (
+                lambda: all_pairs,
+                f"you returned the similarities of all pairs of rows, shape {_shape_text(all_pairs.shape)} "
+                "(as from a @ b.T). The contract pairs a[..., i, :] with b[..., i, :] by broadcasting, "
+                f"giving shape {_shape_text(expected.shape)}.",
+            )
+        )
+    diagnose_tensor(name, what, got, expected, variants, hint="Reduce over the last dimension (dim=-1).")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Exercise 3: most_similar
+
+# A small case where the three usual measures disagree (with k = 3):
+#   cosine (right)      rows [1, 2, 3]  — the best directions
+#   dot product         rows [0, 2, 3]  — row 0 is long, so it wins without pointing the right way
+#   Euclidean distance  rows [1, 3, 4]  — short rows are close to everything
+#   ascending cosine    rows [4, 0, 3]
+_DISAGREE_QUERY = [1.0, 0.0]
+_DISAGREE_MATRIX = [[10.0, 10.0], [0.5, 0.1], [3.0, 1.0], [1.2, -0.6], [-1.0, 0.2]]
+
+# (V, C, k, seed, query_row): query_row None draws a random query, an int uses that row of the matrix as
+# the query (then the best match is the query itself). Or ("explicit", query, matrix, k).
+_SIMILAR_CASES: list[tuple] = [
+    ("explicit", _DISAGREE_QUERY, _DISAGREE_MATRIX, 3),
+    (12, 4, 3, 0, None),
+    (20, 8, 5, 1, 7),
+    (6, 3, 6, 2, None),
+]
+
+
+def _similar_inputs(case: tuple) -> tuple[Tensor, Tensor, int, int | None]:
+    if case[0] == "explicit":
+        _, query, matrix, k = case
+        return torch.tensor(query), torch.tensor(matrix), k, None
+    V, C, k, seed, query_row = case
+    # Rows of very different lengths: ranking by dot product or by distance then differs from cosine.
+    lengths = torch.exp(random_tensor(V, 1, seed=seed + 200))  # (V, 1)
+    matrix = random_tensor(V, C, seed=seed) * lengths  # (V, C)
+    query = matrix[query_row].clone() if query_row is not None else random_tensor(C, seed=seed + 100)
+    return query, matrix, k, query_row
+
+
+def check_most_similar(answer: Any, cases: list | None = None) -> Passed:
+    """Check `most_similar(query, matrix, k)`: the k row indices of highest cosine similarity, best first.
+
+    A case is `(V, C, k, seed, query_row)` (random rows of varied lengths; `query_row` None for a random query,
+    or the row used as the query) or `("explicit", query, matrix, k)` with nested lists.
+    """
+    name = "most_similar"
+    check_definition(name, answer)
+    chosen = _SIMILAR_CASES if cases is None else cases
+    for case in chosen:
+        query, matrix, k, query_row = _similar_inputs(case)
+        expected = ref.most_similar(query, matrix, k)  # (k,)
+        scores = ref.cosine_similarity(query, matrix)  # (V,)
+        query_in, matrix_in = query.clone(), matrix.clone()
+        V, C = matrix.shape
+        what = f"most_similar(query of shape ({C},), matrix of shape ({V}, {C}), k={k})"
+        got = call_with_hints(name, answer, query_in, matrix_in, k, what=what)
+        expect_unchanged(name, {"query": (query_in, query), "matrix": (matrix_in, matrix)}, what)
+        _check_ranking(name, what, got, expected, scores, query, matrix, k, query_row)
+    return Passed(name, len(chosen), hidden=cases is not None)
+
+
+def _check_ranking(
+    name: str,
+    what: str,
+    got: Any,
+    expected: Tensor,
+    scores: Tensor,
+    query: Tensor,
+    matrix: Tensor,
+    k: int,
+    query_row: int | None,
+) -> None:
+    if isinstance(got, tuple) and len(got) == 2 and all(isinstance(g, Tensor) for g in got):
+        raise GradingError(
+            name,
+            f"{what} returned a pair of tensors (torch.topk gives (values, indices)); return only the indices, "
+            "e.g. torch.topk(similarities, k).indices.",
+        )
+    if isinstance(got, list):
+        raise GradingError(name, f"{what} returned a list; return a LongTensor (e.g. torch.tensor(your_list)).")
+    got = tensor_result(name, got, what)
+    if got.is_floating_point():
+        top_values = torch.sort(scores, descending=True).values[:k]
+        if _close(got, top_values, 1e-5, 1e-4):
+            raise GradingError(
+                name, f"{what} returned the similarity values; return the row indices of those rows instead."
+            )
+        raise GradingError(name, f"{what} should return row indices (torch.long), got dtype {got.dtype}.")
+    if got.dtype != torch.long:
+        raise GradingError(name, f"{what} should return a LongTensor of row indices, got dtype {got.dtype}.")
+    if torch.equal(got, expected):
+        return
+    got_list, want = got.tolist(), expected.tolist()
+    order = torch.sort(scores, descending=True, stable=True).indices  # (V,) best first
+    variants: list[tuple[Callable[[], Tensor], str]] = [
+        (
+            lambda: order[: k + 1],
+            f"you returned k + 1 = {k + 1} indices; return exactly k = {k}.",
+        ),
+        (
+            lambda: order[1 : k + 1],
+            f"you left out the best match, row {want[0]}"
+            + (
+                " — here the query is itself a row of the matrix, so it is its own nearest neighbour "
+                "(similarity 1). The contract ranks every row; leaving out the query word is the caller's job "
+                "(the lesson's analogy code does it)."
+                if query_row is not None
+                else "."
+            ),
+        ),
+        (
+            lambda: torch.sort(scores, descending=False, stable=True).indices[:k],
+            "these are the rows with the *lowest* similarity: sort in descending order (descending=True, or "
+            "torch.topk, which returns the largest values first).",
+        ),
+        (
+            lambda: expected.flip(0),
+            "the right rows, but in ascending order: the most similar row comes first.",
+        ),
+        (
+            lambda: torch.sort(matrix @ query, descending=True, stable=True).indices[:k],
+            "you ranked the rows by their dot product with the query. A long row then wins without pointing in "
+            "the same direction: divide by both lengths (cosine similarity) before ranking.",
+        ),
+        (
+            lambda: torch.sort((matrix - query).norm(dim=-1), stable=True).indices[:k],
+            "you ranked the rows by Euclidean distance to the query. Short rows are close to everything that "
+            "way: rank by cosine similarity (the angle) instead.",
+        ),
+    ]
+    for compute, mistake in variants:
+        value = compute()
+        if value.tolist() == got_list and value.tolist() != want:
+            raise GradingError(name, f"{what} returned {got_list}: {mistake}")
+    if len(got_list) != k:
+        raise GradingError(name, f"{what} returned {len(got_list)} indices, expected k = {k}: {want}.")
+    raise GradingError(
+        name,
+        f"{what} returned {got_list}, expected {want} (rows by descending cosine similarity; the best has "
+        f"similarity {float(scores[want[0]]):.3f}).",
+    )
