@@ -57,6 +57,43 @@ ONE_WRONG = {
         "    return out\n",
         "overlap",
     ),
+    "04_attention": (
+        "scaled_dot_product_attention",
+        "import math\n\nimport torch\n\n\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+        "    weights = torch.softmax(scores, dim=-1)\n"
+        "    if mask is not None:\n"
+        "        weights = weights.masked_fill(~mask, 0.0)\n"
+        "    return weights @ v, weights\n",
+        "after the softmax",
+    ),
+    "05_multi_head_attention": (
+        "MultiHeadAttention",
+        "import math\n\nimport torch\nfrom torch import nn\n\n\n"
+        "class MultiHeadAttention(nn.Module):\n"
+        "    def __init__(self, d_model, n_heads, dropout=0.0, causal=False, bias=True):\n"
+        "        super().__init__()\n"
+        "        self.n_heads, self.causal = n_heads, causal\n"
+        "        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)\n"
+        "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+        "        self.dropout = nn.Dropout(dropout)\n\n"
+        "    def forward(self, x, mask=None, need_weights=False):\n"
+        "        B, T, C = x.shape\n"
+        "        H = self.n_heads\n"
+        "        q, k, v = (t.reshape(B, H, T, C // H) for t in self.qkv(x).split(C, dim=-1))\n"
+        "        scores = q @ k.transpose(-2, -1) / math.sqrt(C // H)\n"
+        "        allowed = mask\n"
+        "        if self.causal:\n"
+        "            lower = torch.ones(T, T, dtype=torch.bool).tril()\n"
+        "            allowed = lower if mask is None else lower & mask\n"
+        "        if allowed is not None:\n"
+        "            scores = scores.masked_fill(~allowed, float('-inf'))\n"
+        "        weights = self.dropout(torch.softmax(scores, dim=-1))\n"
+        "        out = self.out_proj((weights @ v).transpose(1, 2).reshape(B, T, C))\n"
+        "        return (out, weights) if need_weights else out\n",
+        "split with a bare view",
+    ),
 }
 LOOP_TIMEOUT = 15  # per-cell limit for this test run (the course's own is 60 s)
 

@@ -9,7 +9,8 @@ When the two differ, the check recomputes the case with each known mistake (soft
 dimension, the wrong scale, the mask inverted or applied after the softmax, queries from the wrong input, ...)
 and names the mistake whose output the learner's equals; otherwise it reports the shapes and the largest
 difference. With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the
-format is in each check's docstring) and only those run.
+format is in each check's docstring) and only those run; a message about a hidden case names it by number
+(`core.tagged_cases`), never by its input.
 
 Shape legend: B batch, T time (Tq queries, Tk keys), H heads, D head size, C / d_model channels.
 """
@@ -27,7 +28,7 @@ from torch import Tensor, nn
 
 from course_lib import attention as ref
 from course_lib.grading import core
-from course_lib.grading.core import GradingError, Passed, describe, expect_close
+from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, tagged_cases
 from course_lib.grading.guard import check_definition
 
 __all__ = [
@@ -112,7 +113,9 @@ def _expect_tensor_output(name: str, got: Any, what: str, hint: str = "") -> Non
         raise GradingError(name, f"{what} returned None. Did you forget the `return`?")
     if isinstance(got, tuple | list):
         raise GradingError(
-            name, f"{what} returned a {type(got).__name__} of {len(got)} items; return the output tensor only. {hint}"
+            name,
+            f"{what} returned a {type(got).__name__} of {len(got)} items; "
+            f"return the output tensor only. {hint}".strip(),
         )
     if not isinstance(got, Tensor):
         raise GradingError(name, f"{what} should return a tensor, got {type(got).__name__}: {describe(got)}")
@@ -128,7 +131,11 @@ def _attend(
     dim: int = -1,
     mask_mode: str = "before",
 ) -> tuple[Tensor, Tensor]:
-    """Attention with a chosen mistake (the defaults are right). mask_mode: before | after | inverted | zero."""
+    """Attention with a chosen mistake (the defaults are right).
+
+    mask_mode: "before" (right: -inf before the softmax), "after" (weights zeroed after it), "inverted" (True
+    blocks), "zero" (masked scores set to 0), anything else ignores the mask.
+    """
     scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
     scores = scores / (math.sqrt(q.shape[-1]) if scale is None else scale)
     if mask is not None and mask_mode == "before":
@@ -341,21 +348,20 @@ def check_simple_self_attention(answer: Any, cases: list | None = None) -> Passe
     """Check `simple_self_attention(x)`. A case is "journey" (the lesson's 6x3 example) or `(T, C, seed)`."""
     name = "simple_self_attention"
     check_definition(name, answer)
-    run = _SIMPLE_CASES if cases is None else cases
-    for case in run:
+    run = tagged_cases(cases, _SIMPLE_CASES)
+    for tag, case in run:
         if case == "journey":
             x, label = torch.tensor(JOURNEY_VECTORS), "the 'Your journey starts with one step' vectors"
         else:
             T, C, seed = case
             x, label = core.random_tensor(T, C, seed=seed, scale=0.7), f"x of shape ({T}, {C})"
-        _simple_case(name, answer, x, label)
+        _simple_case(name, answer, x, call_label(name, label, tag))
     return Passed(name, len(run), hidden=cases is not None)
 
 
-def _simple_case(name: str, answer: Any, x: Tensor, label: str) -> None:
+def _simple_case(name: str, answer: Any, x: Tensor, what: str) -> None:
     T, C = x.shape
     expected = ref.simple_self_attention(x)
-    what = f"simple_self_attention({label})"
     given = x.clone()
     got = _call(name, answer, given, what=what)
     if not torch.equal(given, x):
@@ -415,20 +421,22 @@ def check_scaled_dot_product_attention(answer: Any, cases: list | None = None) -
     """
     name = "scaled_dot_product_attention"
     check_definition(name, answer)
-    run = _SDPA_CASES if cases is None else cases
-    for lead, Tq, Tk, dk, dv, kind, seed in run:
+    run = tagged_cases(cases, _SDPA_CASES)
+    for tag, (lead, Tq, Tk, dk, dv, kind, seed) in run:
         lead = tuple(lead)
         q = core.random_tensor(*lead, Tq, dk, seed=seed)
         k = core.random_tensor(*lead, Tk, dk, seed=seed + 1000)
         v = core.random_tensor(*lead, Tk, dv, seed=seed + 2000)
-        _sdpa_case(name, answer, q, k, v, make_mask(kind, lead, Tq, Tk, seed + 3000), kind)
+        _sdpa_case(name, answer, q, k, v, make_mask(kind, lead, Tq, Tk, seed + 3000), kind, tag)
     return Passed(name, len(run), hidden=cases is not None)
 
 
-def _sdpa_case(name: str, answer: Any, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, kind: Any) -> None:
+def _sdpa_case(name, answer, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, kind: Any, tag) -> None:
     expected_out, expected_w = ref.scaled_dot_product_attention(q, k, v, mask)
-    what = f"scaled_dot_product_attention(q {_shape(q)}, k {_shape(k)}, v {_shape(v)}"
-    what += f", {kind} mask {_shape(mask)})" if mask is not None else ")"
+    shown = f"q {_shape(q)}, k {_shape(k)}, v {_shape(v)}" + (
+        f", {kind} mask {_shape(mask)}" if mask is not None else ""
+    )
+    what = call_label(name, shown, tag)
     inputs = [t.clone() for t in (q, k, v)]
     args = (*inputs, mask.clone()) if mask is not None else tuple(inputs)
     got = _call(name, answer, *args, what=what)
@@ -492,19 +500,19 @@ def check_causal_mask(answer: Any, cases: list | None = None) -> Passed:
     """Check `causal_mask(T, device=None)`. A case is a length T; the first is also called with device="cpu"."""
     name = "causal_mask"
     check_definition(name, answer)
-    run = _CAUSAL_CASES if cases is None else cases
-    for i, T in enumerate(run):
-        _causal_case(name, answer, int(T), with_device=i == 0)
+    run = tagged_cases(cases, _CAUSAL_CASES)
+    for i, (tag, T) in enumerate(run):
+        _causal_case(name, answer, int(T), with_device=i == 0, tag=tag)
     return Passed(name, len(run), hidden=cases is not None)
 
 
-def _causal_case(name: str, answer: Any, T: int, with_device: bool) -> None:
+def _causal_case(name: str, answer: Any, T: int, with_device: bool, tag: str | None) -> None:
     expected = ref.causal_mask(T)
-    what = f"causal_mask({T})"
+    what = call_label(name, str(T), tag)
     got = _call(name, answer, T, what=what)
     _expect_tensor_output(name, got, what)
     if tuple(got.shape) != (T, T):
-        raise GradingError(name, f"{what} has shape {_shape(got)}, expected ({T}, {T}).")
+        raise GradingError(name, f"{what} has shape {_shape(got)}; it should be (T, T).")
     if got.dtype != torch.bool:
         values = set(got.flatten().tolist())
         if NEG_INF in values or any(value < 0 for value in values):
@@ -549,11 +557,10 @@ def _causal_case(name: str, answer: Any, T: int, with_device: bool) -> None:
             "on and below the diagonal (query i may attend to keys 0..i).",
         )
     if with_device:
-        on_cpu = _call(name, answer, T, what=f"causal_mask({T}, device='cpu')", device="cpu")
+        with_cpu = call_label(name, f"{T}, device='cpu'", tag)
+        on_cpu = _call(name, answer, T, what=with_cpu, device="cpu")
         if not isinstance(on_cpu, Tensor) or on_cpu.device.type != "cpu" or not torch.equal(on_cpu, expected):
-            raise GradingError(
-                name, f"causal_mask({T}, device='cpu') should give the same mask on that device; pass device=..."
-            )
+            raise GradingError(name, f"{with_cpu} should give the same mask on that device; pass device=...")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -571,9 +578,9 @@ def check_SelfAttention(answer: Any, cases: list | None = None) -> Passed:
     """Check `SelfAttention(d_in, d_out, qkv_bias=False)`. A case is `(B, T, d_in, d_out, qkv_bias, seed)`."""
     name = "SelfAttention"
     check_definition(name, answer)
-    run = _SELF_CASES if cases is None else cases
-    for B, T, d_in, d_out, bias, seed in run:
-        what = f"SelfAttention({d_in}, {d_out}, qkv_bias={bias})"
+    run = tagged_cases(cases, _SELF_CASES)
+    for tag, (B, T, d_in, d_out, bias, seed) in run:
+        what = call_label(name, f"{d_in}, {d_out}, qkv_bias={bias}", tag)
         module = _build(name, answer, d_in, d_out, what=what, seed=seed, qkv_bias=bias)
         shapes = {attr: (d_in, d_out, "the input x") for attr in _QKV}
         _expect_linears(name, module, shapes, bias, what)
@@ -581,7 +588,7 @@ def check_SelfAttention(answer: Any, cases: list | None = None) -> Passed:
         _copy_linears(module, reference, _QKV)
         x = core.random_tensor(B, T, d_in, seed=seed + 100)
         expected = reference(x)
-        call = f"{what} on x of shape {_shape(x)}"
+        call = f"{what} on x of shape {_shape(x)}" if tag is None else f"{what} on its input"
         got = _call(name, module, x.clone(), what=call)
         _expect_tensor_output(name, got, call)
         q, k, v = reference.W_query(x), reference.W_key(x), reference.W_value(x)  # (B, T, d_out) each
@@ -643,9 +650,9 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "CausalSelfAttention"
     check_definition(name, answer)
-    run = _CAUSAL_SELF_CASES if cases is None else cases
-    for B, T, d_in, d_out, context_length, bias, seed in run:
-        what = f"CausalSelfAttention({d_in}, {d_out}, context_length={context_length}, qkv_bias={bias})"
+    run = tagged_cases(cases, _CAUSAL_SELF_CASES)
+    for tag, (B, T, d_in, d_out, context_length, bias, seed) in run:
+        what = call_label(name, f"{d_in}, {d_out}, context_length={context_length}, qkv_bias={bias}", tag)
         module = _build(name, answer, d_in, d_out, context_length, what=what, seed=seed, dropout=0.0, qkv_bias=bias)
         _expect_linears(name, module, {attr: (d_in, d_out, "the input x") for attr in _QKV}, bias, what)
         _expect_state_dict(name, module, bias, what)
@@ -653,15 +660,15 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
         _copy_linears(module, reference, _QKV)
         x = core.random_tensor(B, T, d_in, seed=seed + 100)
         expected = reference(x)
-        call = f"{what} on x of shape {_shape(x)}"
+        call = f"{what} on x of shape {_shape(x)}" if tag is None else f"{what} on its input"
         try:
             got = _call(name, module, x.clone(), what=call)
         except GradingError as error:
             if context_length > T and "raised" in error.message:
                 raise GradingError(
                     name,
-                    f"{error.message} — here T = {T} < context_length = {context_length}: build (or slice) the "
-                    "mask for this call's length T = x.shape[1].",
+                    f"{error.message} — here T < context_length: build (or slice) the mask for this call's "
+                    "length T = x.shape[1].",
                 ) from None
             raise
         _expect_tensor_output(name, got, call)
@@ -686,7 +693,7 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
         _expect_raises_value_error(
             name,
             lambda module=module, too_long=too_long: module(too_long),
-            f"{what} on x with T = {context_length + 1} > context_length",
+            f"{what} on an input with T > context_length",
             "Check x.shape[1] against context_length and raise ValueError when it is longer.",
         )
     _check_dropout_on_weights(name, answer)
@@ -811,24 +818,24 @@ def check_CrossAttention(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "CrossAttention"
     check_definition(name, answer)
-    run = _CROSS_CASES if cases is None else cases
-    for B, Tq, Tk, d_model, d_memory, kind, bias, seed in run:
-        _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed)
+    run = tagged_cases(cases, _CROSS_CASES)
+    for tag, (B, Tq, Tk, d_model, d_memory, kind, bias, seed) in run:
+        _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, tag)
     return Passed(name, len(run), hidden=cases is not None)
 
 
-def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed) -> None:
+def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, tag) -> None:
     d_mem = d_model if d_memory is None else d_memory
     if d_memory is None:
-        what = f"CrossAttention({d_model}, qkv_bias={bias})"
+        what = call_label(name, f"{d_model}, qkv_bias={bias}", tag)
         module = _build(name, answer, d_model, what=what, seed=seed, qkv_bias=bias)
     else:
-        what = f"CrossAttention({d_model}, d_memory={d_memory}, qkv_bias={bias})"
+        what = call_label(name, f"{d_model}, d_memory={d_memory}, qkv_bias={bias}", tag)
         module = _build(name, answer, d_model, d_memory, what=what, seed=seed, qkv_bias=bias)
     if isinstance(getattr(module, "W_query", None), nn.Linear) and module.W_query.in_features == d_mem != d_model:
         raise GradingError(
             name,
-            f"{what}: W_query reads d_memory = {d_mem} features, so queries would come from the memory. "
+            f"{what}: W_query reads d_memory features, so queries would come from the memory. "
             "Queries come from the decoder x: W_query = nn.Linear(d_model, d_model); keys and values from "
             "the memory: nn.Linear(d_memory, d_model).",
         )
@@ -846,6 +853,7 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed) ->
     expected = reference(x, memory, mask)
     call = f"{what} on x {_shape(x)} and memory {_shape(memory)}"
     call += f" with memory_mask {_shape(mask)}" if mask is not None else ""
+    call = call if tag is None else f"{what} on its inputs"
     args = (x.clone(), memory.clone()) + ((mask.clone(),) if mask is not None else ())
     try:
         got = _call(name, module, *args, what=call)
@@ -859,8 +867,8 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed) ->
     if tuple(got.shape) == (B, Tk, d_model) and Tk != Tq:
         raise GradingError(
             name,
-            f"{call}: your output has shape {_shape(got)}, one row per memory position (Tk = {Tk}) instead of "
-            f"one per decoder position (Tq = {Tq}). Queries must come from the decoder x, keys and values from "
+            f"{call}: your output has shape {_shape(got)}, one row per memory position (Tk) instead of "
+            "one per decoder position (Tq). Queries must come from the decoder x, keys and values from "
             "the memory.",
         )
     q, k, v = reference.W_query(x), reference.W_key(memory), reference.W_value(memory)

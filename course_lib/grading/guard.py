@@ -58,7 +58,9 @@ REFERENCE_MODULES: dict[str, str] = {
         ],
         "course_lib.attention",
     ),
-    **dict.fromkeys(["split_heads", "merge_heads", "MultiHeadAttention"], "course_lib.multihead"),
+    **dict.fromkeys(
+        ["split_heads", "merge_heads", "MultiHeadAttention", "multihead_parameter_count"], "course_lib.multihead"
+    ),
 }
 
 _TOKENIZER_LIBRARIES = ["module:tiktoken", "module:tokenizers"]

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import multihead as ref
-from course_lib.grading import core, guard
+from course_lib.grading import core
 from course_lib.grading.attention import (
     Variant,
     _attend,
@@ -35,14 +35,11 @@ from course_lib.grading.attention import (
     keeps_rng,
     make_mask,
 )
-from course_lib.grading.core import GradingError, Passed, describe, expect_close
+from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, tagged_cases
 from course_lib.grading.guard import check_definition
 
 __all__ = ["check_split_merge_heads", "check_MultiHeadAttention", "check_multihead_parameter_count"]
 
-# This lesson's extra exercise is graded like the contract's: its reference is course_lib.multihead's function
-# of the same name. (setdefault: a no-op once guard.REFERENCE_MODULES lists it itself.)
-guard.REFERENCE_MODULES.setdefault("multihead_parameter_count", "course_lib.multihead")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -70,22 +67,23 @@ def check_split_merge_heads(split_heads: Any, merge_heads: Any, cases: list | No
     """
     check_definition("split_heads", split_heads)
     check_definition("merge_heads", merge_heads)
-    run = _SPLIT_CASES if cases is None else cases
-    for B, T, H, D, seed in run:
+    run = tagged_cases(cases, _SPLIT_CASES)
+    for tag, (B, T, H, D, seed) in run:
         x = core.random_tensor(B, T, H * D, seed=seed)
-        heads = _split_case(split_heads, x, H)
-        _merge_case(merge_heads, core.random_tensor(B, H, T, D, seed=seed + 100))
-        back = _call("merge_heads", merge_heads, heads, what="merge_heads(split_heads(x))")
-        expect_close("merge_heads", back, x, "merge_heads(split_heads(x)) should give x back")
+        heads = _split_case(split_heads, x, H, tag)
+        _merge_case(merge_heads, core.random_tensor(B, H, T, D, seed=seed + 100), tag)
+        round_trip = "merge_heads(split_heads(x))" if tag is None else f"merge_heads(split_heads(<{tag}>))"
+        back = _call("merge_heads", merge_heads, heads, what=round_trip)
+        expect_close("merge_heads", back, x, f"{round_trip} should give x back")
     return Passed("split_merge_heads", 3 * len(run), hidden=cases is not None)
 
 
-def _split_case(split_heads: Any, x: Tensor, H: int) -> Tensor:
+def _split_case(split_heads: Any, x: Tensor, H: int, tag: str | None) -> Tensor:
     name = "split_heads"
     B, T, C = x.shape
     D = C // H
     expected = ref.split_heads(x, H)
-    what = f"split_heads(x of shape {_shape(x)}, n_heads={H})"
+    what = call_label(name, f"x of shape {_shape(x)}, n_heads={H}", tag)
     given = x.clone()
     got = _call(name, split_heads, given, H, what=what)
     if not torch.equal(given, x):
@@ -105,11 +103,11 @@ def _split_case(split_heads: Any, x: Tensor, H: int) -> Tensor:
     return got
 
 
-def _merge_case(merge_heads: Any, y: Tensor) -> None:
+def _merge_case(merge_heads: Any, y: Tensor, tag: str | None) -> None:
     name = "merge_heads"
     B, H, T, D = y.shape
     expected = ref.merge_heads(y)
-    what = f"merge_heads(x of shape {_shape(y)})"
+    what = call_label(name, f"x of shape {_shape(y)}", tag)
     try:
         got = _call(name, merge_heads, y.clone(), what=what)
     except GradingError as error:
@@ -161,9 +159,9 @@ def check_MultiHeadAttention(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "MultiHeadAttention"
     check_definition(name, answer)
-    run = _MHA_CASES if cases is None else cases
-    for B, T, d_model, n_heads, causal, kind, bias, seed in run:
-        _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed)
+    run = tagged_cases(cases, _MHA_CASES)
+    for tag, (B, T, d_model, n_heads, causal, kind, bias, seed) in run:
+        _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, tag)
     _check_mha_dropout(name, answer)
     return Passed(name, 2 * len(run) + 1, hidden=cases is not None)
 
@@ -226,8 +224,8 @@ def _mha_forward(
     return module.out_proj(out) if project else out
 
 
-def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed) -> None:
-    what = f"MultiHeadAttention({d_model}, {n_heads}, causal={causal}, bias={bias})"
+def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, tag) -> None:
+    what = call_label(name, f"{d_model}, {n_heads}, causal={causal}, bias={bias}", tag)
     module = _build(name, answer, d_model, n_heads, what=what, seed=seed, causal=causal, bias=bias)
     _expect_mha_state(name, module, d_model, bias, what)
     reference = ref.MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias).eval()
@@ -236,6 +234,7 @@ def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed) ->
     mask = make_mask(kind, (B, 1), T, T, seed + 200)
     expected, expected_w = reference(x, mask, need_weights=True)
     call = f"{what} on x {_shape(x)}" + (f" with a {kind} mask {_shape(mask)}" if mask is not None else "")
+    call = call if tag is None else f"{what} on its inputs"
     mask_args = (mask.clone(),) if mask is not None else ()
     try:
         got = _call(name, module, x.clone(), *mask_args, what=call)
@@ -292,6 +291,14 @@ def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed) ->
             ),
         ]
     if causal:
+        no_diagonal = torch.ones(T, T, dtype=torch.bool).tril(-1)
+        variants.append(
+            (
+                lambda: _mha_forward(reference, x, no_diagonal if mask is None else no_diagonal & mask),
+                "the diagonal is excluded from the causal mask: a token may attend to itself (tril, not "
+                "tril(-1)); without it the first token has no key at all and its row becomes NaN.",
+            )
+        )
         variants.append(
             (
                 lambda: _mha_forward(reference, x, None if mask is None else mask),
@@ -384,10 +391,10 @@ def check_multihead_parameter_count(answer: Any, cases: list | None = None) -> P
     `(d_model, qkv_bias, out_bias)`."""
     name = "multihead_parameter_count"
     check_definition(name, answer)
-    run = _COUNT_CASES if cases is None else cases
-    for d, qkv_bias, out_bias in run:
+    run = tagged_cases(cases, _COUNT_CASES)
+    for tag, (d, qkv_bias, out_bias) in run:
         expected = ref.multihead_parameter_count(d, qkv_bias=qkv_bias, out_bias=out_bias)
-        what = f"multihead_parameter_count({d}, qkv_bias={qkv_bias}, out_bias={out_bias})"
+        what = call_label(name, f"{d}, qkv_bias={qkv_bias}, out_bias={out_bias}", tag)
         got = _call(name, answer, d, what=what, qkv_bias=qkv_bias, out_bias=out_bias)
         if isinstance(got, Tensor) or not isinstance(got, Integral) or isinstance(got, bool):
             raise GradingError(name, f"{what} should return a Python int, got {type(got).__name__}: {describe(got)}.")
@@ -407,5 +414,6 @@ def check_multihead_parameter_count(answer: Any, cases: list | None = None) -> P
         hint = next((mistake for value, mistake in known if value == got and value != expected), "")
         if not hint:
             hint = "Count qkv = nn.Linear(d_model, 3*d_model) and out_proj = nn.Linear(d_model, d_model)."
-        raise GradingError(name, f"{what} returned {got}, expected {expected}: {hint}")
+        shown = f" returned {got}, expected {expected}" if tag is None else " returned a wrong count"
+        raise GradingError(name, f"{what}{shown}: {hint}")
     return Passed(name, len(run), hidden=cases is not None)
