@@ -57,6 +57,26 @@ ONE_WRONG = {
         "    return out\n",
         "overlap",
     ),
+    "02_embeddings": (
+        "most_similar",
+        "import torch\n\n\ndef most_similar(query, matrix, k):\n"
+        "    scores = matrix @ query  # (V,)\n"
+        "    return torch.topk(scores, k).indices\n",
+        "ranked the rows by their dot product",
+    ),
+    "03_position_encoding": (
+        "sinusoidal_position_encoding",
+        "import torch\n\n\ndef sinusoidal_position_encoding(max_len, d_model, base=10000.0):\n"
+        "    if d_model % 2:\n"
+        '        raise ValueError(f"d_model must be even, got {d_model}")\n'
+        "    position = torch.arange(max_len, dtype=torch.float32)[:, None]\n"
+        "    angle = position / base ** (torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)\n"
+        "    pe = torch.zeros(max_len, d_model)\n"
+        "    pe[:, 0::2] = torch.cos(angle)\n"
+        "    pe[:, 1::2] = torch.sin(angle)\n"
+        "    return pe\n",
+        "sine and cosine are swapped",
+    ),
     "04_attention": (
         "scaled_dot_product_attention",
         "import math\n\nimport torch\n\n\n"

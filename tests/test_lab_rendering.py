@@ -1,0 +1,105 @@
+"""In a real JupyterLab, in headless Chromium: altair charts render with no network, and nbgrader's extension loads.
+
+Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that reason otherwise.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)"),
+]
+
+CELL = """\
+from course_lib.lesson import start_lesson
+start_lesson("04_attention")
+import torch
+from course_lib.plotting import attention_heatmap
+tokens = ["Your", "journey", "starts", "with", "one"]
+weights = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_seed(0)), dim=-1)
+attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline check")
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL)]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    nbformat.write(nb, tmp_path / "chart.ipynb")
+    port = _free_port()
+    jupyter = Path(sys.executable).parent / "jupyter"
+    server = subprocess.Popen(
+        [
+            str(jupyter),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--allow-root",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            f"--ServerApp.root_dir={tmp_path}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not start within 60 s")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
+    from playwright.sync_api import sync_playwright
+
+    outside = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+
+        def only_local(route):
+            if route.request.url.startswith("http://127.0.0.1"):
+                route.continue_()
+            else:  # a CDN or any other host: refuse, as an offline laptop would
+                outside.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_local)
+        page.goto(f"{lab}/lab/tree/chart.ipynb")
+        page.wait_for_selector(".vega-embed svg, .vega-embed canvas", timeout=90_000)
+        # nbgrader's JupyterLab extension adds a top-level "Nbgrader" menu.
+        page.get_by_text("Nbgrader", exact=True).first.wait_for(timeout=30_000)
+        browser.close()
+    assert outside == []
