@@ -7,7 +7,8 @@ known wrong variant on the same input and, if the learner's output equals one of
 otherwise it reports the shapes and the largest difference.
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
-each check's docstring) and only those run.
+each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
+its input, so hidden test text stays hidden.
 
 `tensor_result` and `diagnose_tensor` are shared with the graders of lesson 03.
 
@@ -25,7 +26,16 @@ from torch import Tensor
 
 from course_lib import embeddings as ref
 from course_lib.grading import core
-from course_lib.grading.core import GradingError, Passed, describe, expect_close, generator, random_tensor
+from course_lib.grading.core import (
+    GradingError,
+    Passed,
+    call_label,
+    describe,
+    expect_close,
+    generator,
+    random_tensor,
+    tagged_cases,
+)
 from course_lib.grading.guard import check_definition
 
 __all__ = ["check_cosine_similarity", "check_most_similar", "check_one_hot_embed"]
@@ -138,21 +148,21 @@ def check_one_hot_embed(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "one_hot_embed"
     check_definition(name, answer)
-    chosen = _ONE_HOT_CASES if cases is None else cases
-    for ids_spec, V, C, seed in chosen:
+    chosen = tagged_cases(cases, _ONE_HOT_CASES)
+    for tag, (ids_spec, V, C, seed) in chosen:
         if isinstance(ids_spec, list):
             ids = torch.tensor(ids_spec, dtype=torch.long)
         else:
             ids = torch.randint(0, V, tuple(ids_spec), generator=generator(seed))
-        _one_hot_case(name, answer, ids, random_tensor(V, C, seed=seed + 100))
+        _one_hot_case(name, answer, ids, random_tensor(V, C, seed=seed + 100), tag)
     return Passed(name, len(chosen), hidden=cases is not None)
 
 
-def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor) -> None:
+def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor, tag: str | None) -> None:
     V, C = weight.shape
     expected = ref.one_hot_embed(ids, weight)  # (..., C)
     ids_in, weight_in = ids.clone(), weight.clone()
-    what = f"one_hot_embed(ids of shape {_shape_text(ids.shape)}, weight of shape ({V}, {C}))"
+    what = call_label(name, f"ids of shape {_shape_text(ids.shape)}, weight of shape ({V}, {C})", tag)
     got = call_with_hints(name, answer, ids_in, weight_in, what=what, hints=_ONE_HOT_HINTS)
     got = tensor_result(name, got, what)
     expect_unchanged(name, {"token_ids": (ids_in, ids), "weight": (weight_in, weight)}, what)
@@ -166,8 +176,8 @@ def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor) -> None:
     variants: list[Variant] = [
         (
             lambda: one_hot,
-            f"you returned the one-hot matrix itself (one column per vocabulary entry, V = {V} columns). "
-            f"Multiply it by `weight` (V, C) to get the embeddings, shape {_shape_text(expected.shape)}.",
+            "you returned the one-hot matrix itself, shape (..., V) with one column per vocabulary entry. "
+            "Multiply it by `weight` (V, C) to get the embeddings, shape (..., C).",
         ),
         (
             lambda: one_hot @ weight.T,
@@ -176,8 +186,8 @@ def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor) -> None:
         ),
         (
             lambda: expected.movedim(-1, 0),
-            f"the result is transposed, shape {_shape_text(got.shape)} (as from weight.T @ one_hot.T). "
-            f"One row per token: one_hot (..., V) @ weight (V, C) gives {_shape_text(expected.shape)}.",
+            "the result is transposed (as from weight.T @ one_hot.T), one column per token. One row per "
+            "token: one_hot (..., V) @ weight (V, C) gives (..., C).",
         ),
     ]
     diagnose_tensor(name, what, got, expected, variants)
@@ -208,18 +218,18 @@ def check_cosine_similarity(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "cosine_similarity"
     check_definition(name, answer)
-    chosen = _COSINE_CASES if cases is None else cases
-    for a_shape, b_shape, seed in chosen:
+    chosen = tagged_cases(cases, _COSINE_CASES)
+    for tag, (a_shape, b_shape, seed) in chosen:
         a = random_tensor(*a_shape, seed=seed)
         b = random_tensor(*b_shape, seed=seed + 100, scale=3.0)  # other lengths than a, so the norms matter
-        _cosine_case(name, answer, a, b)
+        _cosine_case(name, answer, a, b, tag)
     return Passed(name, len(chosen), hidden=cases is not None)
 
 
-def _cosine_case(name: str, answer: Any, a: Tensor, b: Tensor) -> None:
+def _cosine_case(name: str, answer: Any, a: Tensor, b: Tensor, tag: str | None) -> None:
     expected = ref.cosine_similarity(a, b)  # (...)
     a_in, b_in = a.clone(), b.clone()
-    what = f"cosine_similarity(a of shape {_shape_text(a.shape)}, b of shape {_shape_text(b.shape)})"
+    what = call_label(name, f"a of shape {_shape_text(a.shape)}, b of shape {_shape_text(b.shape)}", tag)
     broadcasts = a.dim() > 1 or b.dim() > 1
     hints: list[Hint] = [(lambda m: "RuntimeError" in m or "IndexError" in m, _BROADCAST_HINT)] if broadcasts else []
     got = tensor_result(name, call_with_hints(name, answer, a_in, b_in, what=what, hints=hints), what)
@@ -250,9 +260,9 @@ def _cosine_case(name: str, answer: Any, a: Tensor, b: Tensor) -> None:
         variants.append(
             (
                 lambda: all_pairs,
-                f"you returned the similarities of all pairs of rows, shape {_shape_text(all_pairs.shape)} "
-                "(as from a @ b.T). The contract pairs a[..., i, :] with b[..., i, :] by broadcasting, "
-                f"giving shape {_shape_text(expected.shape)}.",
+                "you returned the similarities of all pairs of rows (as from a @ b.T). The contract pairs "
+                "a[..., i, :] with b[..., i, :] by broadcasting: the result has the broadcast shape of a and b "
+                "without their last dimension.",
             )
         )
     diagnose_tensor(name, what, got, expected, variants, hint="Reduce over the last dimension (dim=-1).")
@@ -299,17 +309,17 @@ def check_most_similar(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "most_similar"
     check_definition(name, answer)
-    chosen = _SIMILAR_CASES if cases is None else cases
-    for case in chosen:
+    chosen = tagged_cases(cases, _SIMILAR_CASES)
+    for tag, case in chosen:
         query, matrix, k, query_row = _similar_inputs(case)
         expected = ref.most_similar(query, matrix, k)  # (k,)
         scores = ref.cosine_similarity(query, matrix)  # (V,)
         query_in, matrix_in = query.clone(), matrix.clone()
         V, C = matrix.shape
-        what = f"most_similar(query of shape ({C},), matrix of shape ({V}, {C}), k={k})"
+        what = call_label(name, f"query of shape ({C},), matrix of shape ({V}, {C}), k={k}", tag)
         got = call_with_hints(name, answer, query_in, matrix_in, k, what=what)
         expect_unchanged(name, {"query": (query_in, query), "matrix": (matrix_in, matrix)}, what)
-        _check_ranking(name, what, got, expected, scores, query, matrix, k, query_row)
+        _check_ranking(name, what, got, expected, scores, query, matrix, k, query_row, shown=tag is None)
     return Passed(name, len(chosen), hidden=cases is not None)
 
 
@@ -323,7 +333,9 @@ def _check_ranking(
     matrix: Tensor,
     k: int,
     query_row: int | None,
+    shown: bool,
 ) -> None:
+    """Name the mistake behind a wrong ranking; `shown` False (a hidden case) leaves out indices and values."""
     if isinstance(got, tuple) and len(got) == 2 and all(isinstance(g, Tensor) for g in got):
         raise GradingError(
             name,
@@ -349,11 +361,12 @@ def _check_ranking(
     variants: list[tuple[Callable[[], Tensor], str]] = [
         (
             lambda: order[: k + 1],
-            f"you returned k + 1 = {k + 1} indices; return exactly k = {k}.",
+            "you returned k + 1 indices; return exactly k.",
         ),
         (
             lambda: order[1 : k + 1],
-            f"you left out the best match, row {want[0]}"
+            "you left out the best match"
+            + (f", row {want[0]}" if shown else "")
             + (
                 " — here the query is itself a row of the matrix, so it is its own nearest neighbour "
                 "(similarity 1). The contract ranks every row; leaving out the query word is the caller's job "
@@ -385,9 +398,11 @@ def _check_ranking(
     for compute, mistake in variants:
         value = compute()
         if value.tolist() == got_list and value.tolist() != want:
-            raise GradingError(name, f"{what} returned {got_list}: {mistake}")
+            raise GradingError(name, f"{what} returned {got_list}: {mistake}" if shown else f"{what}: {mistake}")
     if len(got_list) != k:
-        raise GradingError(name, f"{what} returned {len(got_list)} indices, expected k = {k}: {want}.")
+        raise GradingError(name, f"{what} returned {len(got_list)} indices; return exactly k.")
+    if not shown:
+        raise GradingError(name, f"{what} returned the wrong rows: rank every row by descending cosine similarity.")
     raise GradingError(
         name,
         f"{what} returned {got_list}, expected {want} (rows by descending cosine similarity; the best has "

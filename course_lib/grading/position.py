@@ -5,7 +5,8 @@ values from `course_lib.position` computed outside the learner's call, and on a 
 variant of the formula is computed on the same input so that the mistake can be named.
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
-each check's docstring) and only those run.
+each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
+its input.
 
 Shape legend: B batch, T time, H heads, D head size, C / d_model channels, V vocabulary.
 """
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import position as ref
-from course_lib.grading.core import GradingError, Passed, random_tensor
+from course_lib.grading.core import GradingError, Passed, call_label, random_tensor, tagged_cases
 from course_lib.grading.embeddings import (
     Hint,
     Variant,
@@ -119,14 +120,14 @@ def _table_variants(max_len: int, d_model: int, base: float) -> list[Variant]:
         ),
         (
             lambda: _table(max_len, d_model, base).T,
-            f"the table is transposed: one row per position, shape (max_len, d_model) = ({max_len}, {d_model}).",
+            "the table is transposed: one row per position, shape (max_len, d_model).",
         ),
     ]
     if base != BASE:
         variants.append(
             (
                 lambda: _table(max_len, d_model, BASE),
-                f"this is the table for base 10000, but this call passed base={base:g}: use the `base` argument.",
+                "this is the table for base 10000, but this call passed another base: use the `base` argument.",
             )
         )
     return variants
@@ -148,13 +149,13 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
     """
     name = "sinusoidal_position_encoding"
     check_definition(name, answer)
-    chosen = _SINUSOID_CASES if cases is None else cases
-    for case in chosen:
+    chosen = tagged_cases(cases, _SINUSOID_CASES)
+    for tag, case in chosen:
         max_len, d_model = case[:2]
         args = tuple(case)
         base = float(case[2]) if len(case) > 2 else BASE
         expected = ref.sinusoidal_position_encoding(max_len, d_model, base)  # (max_len, d_model)
-        what = f"sinusoidal_position_encoding({', '.join(repr(a) for a in args)})"
+        what = call_label(name, ", ".join(repr(a) for a in args), tag)
         got = tensor_result(name, call_with_hints(name, answer, *args, what=what), what)
         diagnose_tensor(name, what, got, expected, _table_variants(max_len, d_model, base), atol=ATOL, rtol=RTOL)
     _check_odd_d_model(name, answer)
@@ -206,32 +207,30 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "PositionEncoding"
     check_definition(name, answer)
-    chosen = _MODULE_CASES if cases is None else cases
-    for d_model, max_len, x_shape, seed in chosen:
-        module = _build_module(name, answer, d_model, max_len)
+    chosen = tagged_cases(cases, _MODULE_CASES)
+    for tag, (d_model, max_len, x_shape, seed) in chosen:
+        label = call_label(name, f"{d_model}, {max_len}", tag)  # how the module is named in messages
+        module = _build_module(name, answer, d_model, max_len, label)
         table = ref.sinusoidal_position_encoding(max_len, d_model)  # (max_len, d_model)
-        _check_buffer(name, module, table, d_model, max_len)
-        _check_forward(
-            name, module, table, random_tensor(*x_shape, seed=seed), f"PositionEncoding({d_model}, {max_len})"
-        )
-        _check_too_long(name, module, d_model, max_len)
+        _check_buffer(name, module, table, d_model, max_len, label)
+        _check_forward(name, module, table, random_tensor(*x_shape, seed=seed), label, shown=tag is None)
+        _check_too_long(name, module, d_model, max_len, label, shown=tag is None)
     return Passed(name, 3 * len(chosen), hidden=cases is not None)
 
 
-def _build_module(name: str, answer: Any, d_model: int, max_len: int) -> nn.Module:
-    what = f"PositionEncoding({d_model}, {max_len})"
-    module = call_with_hints(name, answer, d_model, max_len, what=what)
+def _build_module(name: str, answer: Any, d_model: int, max_len: int, label: str) -> nn.Module:
+    module = call_with_hints(name, answer, d_model, max_len, what=label)
     if not isinstance(module, nn.Module):
         raise GradingError(
             name,
-            f"{what} made a {type(module).__name__}, not a torch.nn.Module: write `class "
+            f"{label} made a {type(module).__name__}, not a torch.nn.Module: write `class "
             "PositionEncoding(nn.Module)` and call super().__init__() first in __init__.",
         )
     return module
 
 
-def _check_buffer(name: str, module: nn.Module, table: Tensor, d_model: int, max_len: int) -> None:
-    what = f"PositionEncoding({d_model}, {max_len}).pe"
+def _check_buffer(name: str, module: nn.Module, table: Tensor, d_model: int, max_len: int, label: str) -> None:
+    what = f"{label}.pe"
     pe = getattr(module, "pe", None)
     if pe is None:
         raise GradingError(
@@ -259,8 +258,8 @@ def _check_buffer(name: str, module: nn.Module, table: Tensor, d_model: int, max
     if tuple(got.shape) == (1, max_len, d_model):
         raise GradingError(
             name,
-            f"{what} has shape {tuple(got.shape)}; store it as (max_len, d_model) = ({max_len}, {d_model}), "
-            "without a batch dimension (broadcasting adds it when you compute x + pe[:T]).",
+            f"{what} has a leading dimension of size 1; store it as (max_len, d_model), without a batch "
+            "dimension (broadcasting adds it when you compute x + pe[:T]).",
         )
     variants = _table_variants(max_len, d_model, BASE)
     if max_len % 2 == 0:
@@ -268,18 +267,18 @@ def _check_buffer(name: str, module: nn.Module, table: Tensor, d_model: int, max
             0,
             (
                 lambda: _table(d_model, max_len, BASE),
-                f"the table has {d_model} positions of {max_len} channels: the arguments are "
+                "the table has d_model positions of max_len channels: the arguments are "
                 "PositionEncoding(d_model, max_len), in this order (as the toy model of lesson 08 calls it).",
             ),
         )
     diagnose_tensor(name, what, got, table, variants, atol=ATOL, rtol=RTOL)
 
 
-def _check_forward(name: str, module: nn.Module, table: Tensor, x: Tensor, label: str) -> None:
+def _check_forward(name: str, module: nn.Module, table: Tensor, x: Tensor, label: str, shown: bool) -> None:
     T = x.shape[-2]
     expected = x + table[:T]  # (..., T, d_model)
     x_in = x.clone()
-    what = f"{label}(x of shape {tuple(x.shape)})"
+    what = f"{label}(x of shape {tuple(x.shape)})" if shown else f"{label} called on its input"
     got = tensor_result(name, call_with_hints(name, module, x_in, what=what, hints=_FORWARD_HINTS), what)
     expect_unchanged(name, {"x": (x_in, x)}, what)
     variants: list[Variant] = [
@@ -294,16 +293,17 @@ def _check_forward(name: str, module: nn.Module, table: Tensor, x: Tensor, label
     diagnose_tensor(name, what, got, expected, variants, atol=ATOL, rtol=RTOL)
 
 
-def _check_too_long(name: str, module: nn.Module, d_model: int, max_len: int) -> None:
+def _check_too_long(name: str, module: nn.Module, d_model: int, max_len: int, label: str, shown: bool) -> None:
     T = max_len + 1
-    what = f"PositionEncoding({d_model}, {max_len}) on x of shape (2, {T}, {d_model}) (T > max_len)"
+    shape = f"x of shape (2, {T}, {d_model})" if shown else "an input"
+    what = f"{label} on {shape} with T = max_len + 1"
     x = random_tensor(2, T, d_model, seed=99)
     outcome = call_with_hints(name, _raises_value_error(module), x, what=what)
     if isinstance(outcome, ValueError):
         return
     cure = (
         "the table has only max_len rows, so forward must raise a ValueError when T = x.shape[-2] is larger "
-        f"than max_len, with a message such as 'T={T} is longer than max_len={max_len}'."
+        "than max_len, with a message that gives both numbers."
     )
     if isinstance(outcome, Exception):
         raise GradingError(name, f"{what} raised {type(outcome).__name__} ({outcome}) instead of a ValueError: {cure}")
@@ -348,19 +348,19 @@ def check_apply_rope(answer: Any, cases: list | None = None) -> Passed:
     """
     name = "apply_rope"
     check_definition(name, answer)
-    chosen = _ROPE_CASES if cases is None else cases
-    for case in chosen:
+    chosen = tagged_cases(cases, _ROPE_CASES)
+    for tag, case in chosen:
         x = random_tensor(*case[0], seed=case[1])
         base = float(case[2]) if len(case) > 2 else BASE
-        _rope_case(name, answer, x, base, with_base=len(case) > 2)
+        _rope_case(name, answer, x, base, with_base=len(case) > 2, tag=tag)
     return Passed(name, len(chosen), hidden=cases is not None)
 
 
-def _rope_case(name: str, answer: Any, x: Tensor, base: float, with_base: bool) -> None:
+def _rope_case(name: str, answer: Any, x: Tensor, base: float, with_base: bool, tag: str | None) -> None:
     expected = ref.apply_rope(x, base)  # (..., T, D)
     x_in = x.clone()
     args = (x_in, base) if with_base else (x_in,)
-    what = f"apply_rope(x of shape {tuple(x.shape)}" + (f", base={base:g})" if with_base else ")")
+    what = call_label(name, f"x of shape {tuple(x.shape)}" + (f", base={base:g}" if with_base else ""), tag)
     hints: list[Hint] = [
         (
             lambda m: "size of tensor" in m or "broadcast" in m,
@@ -402,7 +402,7 @@ def _rope_case(name: str, answer: Any, x: Tensor, base: float, with_base: bool) 
         variants.append(
             (
                 lambda: _rope(x, BASE),
-                f"these angles use base 10000, but this call passed base={base:g}: use the `base` argument.",
+                "these angles use base 10000, but this call passed another base: use the `base` argument.",
             )
         )
     diagnose_tensor(name, what, got, expected, variants, atol=ATOL, rtol=RTOL)
