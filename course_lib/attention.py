@@ -53,9 +53,7 @@ def _check_positive_int(name: str, value: object) -> None:
 def _check_mask(name: str, mask: object, target: tuple[int, ...]) -> None:
     """A mask must be bool and broadcast to the shape of the scores it masks."""
     if not isinstance(mask, Tensor):
-        raise TypeError(
-            f"`{name}` must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}"
-        )
+        raise TypeError(f"`{name}` must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         raise TypeError(f"`{name}` must have dtype torch.bool (True = may attend), got {mask.dtype}")
     try:
@@ -106,9 +104,7 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tenso
     _check_tensor("q", q, min_dim=2)
     _check_tensor("k", k, min_dim=2)
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"`q` and `k` must share the last dimension dk, got q {tuple(q.shape)} and k {tuple(k.shape)}"
-        )
+        raise ValueError(f"`q` and `k` must share the last dimension dk, got q {tuple(q.shape)} and k {tuple(k.shape)}")
     scores = q @ k.transpose(-2, -1)  # (..., Tq, dk) @ (..., dk, Tk) -> (..., Tq, Tk)
     # Without the 1/sqrt(dk) the scores' variance grows with dk and the softmax saturates to one-hot rows.
     scores = scores / math.sqrt(q.shape[-1])
@@ -118,9 +114,7 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tenso
     return torch.softmax(scores, dim=-1)
 
 
-def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, returning the output and the weights (for heatmaps).
 
     Lesson 04, exercise `scaled_dot_product_attention`. Matches `F.scaled_dot_product_attention` (which
@@ -132,8 +126,7 @@ def scaled_dot_product_attention(
     _check_tensor("k", k, min_dim=2)
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"`k` and `v` must have the same number of positions Tk, "
-            f"got k {tuple(k.shape)} and v {tuple(v.shape)}"
+            f"`k` and `v` must have the same number of positions Tk, got k {tuple(k.shape)} and v {tuple(v.shape)}"
         )
     weights = attention_weights(q, k, mask)  # (..., Tq, Tk)
     return weights @ v, weights  # (..., Tq, Tk) @ (..., Tk, dv) -> (..., Tq, dv)
@@ -232,9 +225,7 @@ class CausalSelfAttention(nn.Module):
         _check_tensor("x", x)
         _check_features("x", x, self.d_in, "d_in")
         if x.shape[1] > self.context_length:
-            raise ValueError(
-                f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}"
-            )
+            raise ValueError(f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}")
         B, T, _ = x.shape
         allowed = causal_mask(T, device=x.device)  # (T, T), new: built for this call's T
         if mask is not None:

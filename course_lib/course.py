@@ -92,9 +92,7 @@ def repo_url() -> str:
 
 def _colab_badge(lesson: str, url: str) -> str:
     path = re.sub(r"^https://github\.com/", "", url.rstrip("/"))
-    link = (
-        f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
-    )
+    link = f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
     return f"{BADGE_MARKER}\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
 
 
@@ -105,9 +103,7 @@ def _grade_id(cell) -> str | None:
 def render_source(nb, lesson: str, url: str):
     """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
     badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
-    setup = nbformat.v4.new_code_cell(
-        SETUP_TEMPLATE.format(url=url, lesson=lesson, data=LESSON_DATA.get(lesson, []))
-    )
+    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(url=url, lesson=lesson, data=LESSON_DATA.get(lesson, [])))
     setup.metadata["nbgrader"] = {
         "grade": False,
         "grade_id": SETUP_ID,
@@ -118,9 +114,7 @@ def render_source(nb, lesson: str, url: str):
     setup.metadata["editable"] = False
     setup.metadata["deletable"] = False
     cells = [
-        c
-        for c in nb.cells
-        if not (c.cell_type == "markdown" and BADGE_MARKER in c.source) and _grade_id(c) != SETUP_ID
+        c for c in nb.cells if not (c.cell_type == "markdown" and BADGE_MARKER in c.source) and _grade_id(c) != SETUP_ID
     ]
     # Badge first; set-up right after the title cell (the first markdown cell).
     title_at = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
@@ -132,9 +126,7 @@ def render_source(nb, lesson: str, url: str):
             cell.outputs = []
             cell.execution_count = None
     nb.cells = cells
-    nb.metadata.setdefault(
-        "kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"}
-    )
+    nb.metadata.setdefault("kernelspec", {"display_name": "Python 3", "language": "python", "name": "python3"})
     return nb
 
 
@@ -170,9 +162,7 @@ def _temp_course(lesson: str, root: Path) -> Path:
 def _generate(lesson: str, tmp: Path) -> None:
     result = _run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
     if result.returncode != 0:
-        raise CourseError(
-            f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}"
-        )
+        raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")
 
 
 def render_release(lesson: str, root: Path | None = None) -> dict[str, str]:

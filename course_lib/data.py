@@ -72,9 +72,7 @@ def cache_dir() -> Path:
 
 def mirror_dirs() -> list[Path]:
     """Folders searched before downloading: ``$COURSE_DATA_MIRROR``, then ``<repo>/../shared/data``."""
-    folders = [
-        Path(entry).expanduser() for entry in os.environ.get(MIRROR_ENV, "").split(os.pathsep) if entry
-    ]
+    folders = [Path(entry).expanduser() for entry in os.environ.get(MIRROR_ENV, "").split(os.pathsep) if entry]
     shared = REPO_ROOT.parent / "shared" / "data"
     if shared.is_dir():
         folders.append(shared)

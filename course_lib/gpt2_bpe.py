@@ -84,9 +84,7 @@ class GPT2Tokenizer:
         self._cache: dict[str, tuple[int, ...]] = {}  # piece -> ids; text repeats words a lot
         for token, index in self.special_tokens.items():
             if self.encoder.get(token, index) != index:
-                raise ValueError(
-                    f"special token {token!r} has id {index} but encoder.json says {self.encoder[token]}"
-                )
+                raise ValueError(f"special token {token!r} has id {index} but encoder.json says {self.encoder[token]}")
             self.decoder[index] = token
 
     @classmethod
@@ -100,9 +98,7 @@ class GPT2Tokenizer:
         merges = [tuple(line.split(" ")) for line in lines[1:] if line]
         bad = [line for line in merges if len(line) != 2]
         if bad:
-            raise ValueError(
-                f"vocab_bpe {vocab_bpe!s} has a line that is not 'left right': {' '.join(bad[0])!r}"
-            )
+            raise ValueError(f"vocab_bpe {vocab_bpe!s} has a line that is not 'left right': {' '.join(bad[0])!r}")
         return cls(encoder, merges)
 
     @classmethod

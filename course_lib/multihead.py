@@ -63,9 +63,7 @@ def split_heads(x: Tensor, n_heads: int) -> Tensor:
     _check_tensor("x", x)
     _check_positive_int("n_heads", n_heads)
     if x.dim() != 3 or x.shape[-1] % n_heads != 0:
-        raise ValueError(
-            f"`x` must have shape (B, T, n_heads*D) with n_heads={n_heads}, got {tuple(x.shape)}"
-        )
+        raise ValueError(f"`x` must have shape (B, T, n_heads*D) with n_heads={n_heads}, got {tuple(x.shape)}")
     B, T, C = x.shape
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
@@ -103,8 +101,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         _check_heads(d_out, n_heads, "d_out")
         self.d_in, self.d_out, self.n_heads = d_in, d_out, n_heads
         self.heads = nn.ModuleList(
-            CausalSelfAttention(d_in, d_out // n_heads, context_length, dropout, qkv_bias)
-            for _ in range(n_heads)
+            CausalSelfAttention(d_in, d_out // n_heads, context_length, dropout, qkv_bias) for _ in range(n_heads)
         )
         self.out_proj = nn.Linear(d_out, d_out)  # lets the heads' outputs mix: d_out -> d_out
 
@@ -148,9 +145,7 @@ class BatchedMultiHeadAttention(nn.Module):
         _check_tensor("x", x)
         _check_features("x", x, self.d_in, "d_in")
         if x.shape[1] > self.context_length:
-            raise ValueError(
-                f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}"
-            )
+            raise ValueError(f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}")
         T = x.shape[1]
         q = split_heads(self.W_query(x), self.n_heads)  # (B, T, d_out) -> (B, H, T, D)
         k = split_heads(self.W_key(x), self.n_heads)  # (B, H, T, D)
@@ -252,9 +247,7 @@ class MultiHeadAttention(nn.Module):
     def from_batched(cls, batched: BatchedMultiHeadAttention, use_sdpa: bool = False) -> MultiHeadAttention:
         """The fused, causal module computing the same function as `batched` (needs d_in == d_out)."""
         if batched.d_in != batched.d_out:
-            raise ValueError(
-                f"`batched` must have d_in == d_out to fuse, got {batched.d_in} and {batched.d_out}"
-            )
+            raise ValueError(f"`batched` must have d_in == d_out to fuse, got {batched.d_in} and {batched.d_out}")
         fused = cls(batched.d_out, batched.n_heads, batched.dropout.p, causal=True, use_sdpa=use_sdpa)
         linears = (batched.W_query, batched.W_key, batched.W_value)
         with torch.no_grad():
@@ -274,9 +267,7 @@ def to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     if not isinstance(ours, MultiHeadAttention):
         raise TypeError(f"`ours` must be a MultiHeadAttention, got {type(ours).__name__}")
     bias = ours.qkv.bias is not None
-    theirs = nn.MultiheadAttention(
-        ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=bias, batch_first=True
-    )
+    theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=bias, batch_first=True)
     with torch.no_grad():
         theirs.in_proj_weight.copy_(ours.qkv.weight)  # (3*d_model, d_model)
         theirs.out_proj.weight.copy_(ours.out_proj.weight)  # (d_model, d_model)
@@ -294,9 +285,7 @@ def from_torch_mha(theirs: nn.MultiheadAttention, causal: bool = False) -> Multi
     if not isinstance(theirs, nn.MultiheadAttention):
         raise TypeError(f"`theirs` must be an nn.MultiheadAttention, got {type(theirs).__name__}")
     if not theirs._qkv_same_embed_dim or theirs.bias_k is not None or theirs.add_zero_attn:
-        raise ValueError(
-            "`theirs` must use kdim == vdim == embed_dim, add_bias_kv=False and add_zero_attn=False"
-        )
+        raise ValueError("`theirs` must use kdim == vdim == embed_dim, add_bias_kv=False and add_zero_attn=False")
     bias = theirs.in_proj_bias is not None
     ours = MultiHeadAttention(theirs.embed_dim, theirs.num_heads, theirs.dropout, causal=causal, bias=bias)
     with torch.no_grad():
@@ -375,9 +364,7 @@ def benchmark_variants(
         "batched heads": batched,
         "fused QKV": fused,
         "fused QKV + SDPA": sdpa,
-        "nn.MultiheadAttention": lambda x: torch_mha(
-            x, x, x, attn_mask=masks[x.shape[1]], need_weights=False
-        )[0],
+        "nn.MultiheadAttention": lambda x: torch_mha(x, x, x, attn_mask=masks[x.shape[1]], need_weights=False)[0],
     }
     generator = torch.Generator().manual_seed(seed)
     threads_before = torch.get_num_threads()
@@ -391,9 +378,7 @@ def benchmark_variants(
                 reference = wrapper(x)
                 seconds = _median_seconds(variants, x, warmup, repeats)
                 for name, fn in variants.items():
-                    row = dict(
-                        variant=name, seq_len=T, batch_size=batch_size, d_model=d_model, n_heads=n_heads
-                    )
+                    row = dict(variant=name, seq_len=T, batch_size=batch_size, d_model=d_model, n_heads=n_heads)
                     row["median_ms"] = 1e3 * seconds[name]
                     row["speedup_vs_wrapper"] = seconds["wrapper of heads"] / seconds[name]
                     row["max_abs_diff"] = (fn(x) - reference).abs().max().item()

@@ -73,9 +73,7 @@ class GradeReport:
     def _repr_markdown_(self) -> str:
         rows = ["| exercise | score | what the grader says |", "|---|---|---|"]
         for e in self.exercises:
-            said = "<br>".join(m.replace("|", "\\|") for m in e.messages) or (
-                "✓" if e.score == e.max_score else ""
-            )
+            said = "<br>".join(m.replace("|", "\\|") for m in e.messages) or ("✓" if e.score == e.max_score else "")
             rows.append(f"| `{e.name}` | {e.score:g} / {e.max_score:g} | {said} |")
         text = f"**Lesson {self.lesson}: {self.score:g} / {self.max_score:g} points**\n\n" + "\n".join(rows)
         if self.flags:
@@ -89,9 +87,7 @@ def _read_submission(path: Path):
     try:
         nb = nbformat.read(path, as_version=4)
     except (json.JSONDecodeError, nbformat.reader.NotJSONError) as exc:
-        raise CourseError(
-            f"{path} is not a readable notebook (broken JSON: {exc}). Re-download the lesson."
-        ) from None
+        raise CourseError(f"{path} is not a readable notebook (broken JSON: {exc}). Re-download the lesson.") from None
     except Exception as exc:
         raise CourseError(f"{path} is not a readable notebook ({type(exc).__name__}: {exc}).") from None
     return nb
@@ -99,9 +95,7 @@ def _read_submission(path: Path):
 
 def _exercise_names(nb) -> list[str]:
     return [
-        _grade_id(c)
-        for c in nb.cells
-        if c.get("metadata", {}).get("nbgrader", {}).get("solution") and _grade_id(c)
+        _grade_id(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution") and _grade_id(c)
     ]
 
 
@@ -112,9 +106,7 @@ def identify_lesson(nb, path: Path, lesson: str | None, root: Path) -> str:
     matches = {}
     for candidate in known:
         source = nbformat.read(root / "source" / candidate / f"{candidate}.ipynb", as_version=4)
-        source_ids = {
-            _grade_id(c) for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")
-        }
+        source_ids = {_grade_id(c) for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
         source_ids |= set(_exercise_names(source))
         matches[candidate] = len(ids & source_ids)
     if lesson is None:
@@ -165,9 +157,7 @@ def grade_notebook(
         result = _run_nbgrader(args, tmp)
         graded_path = tmp / "autograded" / LEARNER / lesson / f"{lesson}.ipynb"
         if not graded_path.is_file():
-            raise CourseError(
-                f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}"
-            )
+            raise CourseError(f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
         graded = nbformat.read(graded_path, as_version=4)
         return _report(lesson, graded, tmp, time.perf_counter() - started)
     finally:

@@ -66,8 +66,7 @@ def _check_ids(name: str, ids: Any) -> list[int]:
 def _check_merges(merges: Any) -> None:
     if not isinstance(merges, dict):
         raise TypeError(
-            "merges must be a dict {(id1, id2): new_id} as returned by train_bpe, "
-            f"got {type(merges).__name__}"
+            f"merges must be a dict {{(id1, id2): new_id}} as returned by train_bpe, got {type(merges).__name__}"
         )
 
 
@@ -269,8 +268,7 @@ def bpe_vocab(merges: dict[tuple[int, int], int]) -> dict[int, bytes]:
     for (first, second), new_id in sorted(merges.items(), key=lambda item: item[1]):
         if first not in vocab or second not in vocab:
             raise ValueError(
-                f"merges is inconsistent: pair {(first, second)} -> {new_id} uses an id that no earlier "
-                "merge creates"
+                f"merges is inconsistent: pair {(first, second)} -> {new_id} uses an id that no earlier merge creates"
             )
         vocab[new_id] = vocab[first] + vocab[second]
     return vocab

@@ -104,9 +104,7 @@ def test_sdpa_causal_matches_is_causal_and_attn_mask(T):
     g = torch.Generator().manual_seed(T)
     q, k, v = (torch.randn(2, 3, T, 8, generator=g) for _ in range(3))
     out, weights = scaled_dot_product_attention(q, k, v, causal_mask(T))
-    torch.testing.assert_close(
-        out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=ATOL, rtol=0
-    )
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=ATOL, rtol=0)
     torch.testing.assert_close(
         out, F.scaled_dot_product_attention(q, k, v, attn_mask=causal_mask(T)), atol=ATOL, rtol=0
     )
@@ -202,9 +200,7 @@ def test_self_attention_matches_torch(qkv_bias):
     torch.testing.assert_close(module(x), out)
     assert weights.shape == (3, 6, 6)
     assert set(module.state_dict()) == {
-        f"W_{n}.{p}"
-        for n in ("query", "key", "value")
-        for p in (("weight", "bias") if qkv_bias else ("weight",))
+        f"W_{n}.{p}" for n in ("query", "key", "value") for p in (("weight", "bias") if qkv_bias else ("weight",))
     }
 
 
@@ -296,9 +292,7 @@ def test_cross_attention_queries_come_from_the_decoder():
     x, memory = torch.randn(2, 4, 8), torch.randn(2, 6, 5)
     seen = {}
     for name in ("W_query", "W_key", "W_value"):
-        getattr(module, name).register_forward_hook(
-            lambda m, inputs, output, name=name: seen.update({name: inputs[0]})
-        )
+        getattr(module, name).register_forward_hook(lambda m, inputs, output, name=name: seen.update({name: inputs[0]}))
     out = module(x, memory)
     assert seen["W_query"] is x
     assert seen["W_key"] is memory and seen["W_value"] is memory

@@ -45,9 +45,7 @@ def test_lesson_structure_follows_the_template(lesson):
     assert repo_url() in setup.source and f'start_lesson("{lesson}"' in setup.source
     assert repr(LESSON_DATA.get(lesson, [])) in setup.source
     # No outputs committed in instructor sources.
-    assert all(
-        not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code"
-    )
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
     # At least three exercises, each with a visible and a hidden test cell carrying points.
     names = answer_names(nb)
     assert len(names) >= 3
@@ -56,9 +54,7 @@ def test_lesson_structure_follows_the_template(lesson):
         assert points.get(f"test_{name}", 0) > 0, f"{name}: no visible test cell with points"
         assert points.get(f"test_{name}_hidden", 0) > 0, f"{name}: no hidden test cell with points"
     # Self-grade cell last; a "Common bugs" section and a recap exist.
-    assert (
-        grade_id(nb.cells[-1]) == "self_grade" and f'grade_this_notebook("{lesson}")' in nb.cells[-1].source
-    )
+    assert grade_id(nb.cells[-1]) == "self_grade" and f'grade_this_notebook("{lesson}")' in nb.cells[-1].source
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "Common bugs" in text and "Recap" in text
 

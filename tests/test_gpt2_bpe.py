@@ -214,9 +214,7 @@ tricky_text = st.text(
     ),
     max_size=60,
 )
-settings_ = settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+settings_ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @settings_

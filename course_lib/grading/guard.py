@@ -44,9 +44,7 @@ REFERENCE_MODULES: dict[str, str] = {
         "course_lib.tokenization",
     ),
     **dict.fromkeys(["one_hot_embed", "cosine_similarity", "most_similar"], "course_lib.embeddings"),
-    **dict.fromkeys(
-        ["sinusoidal_position_encoding", "PositionEncoding", "apply_rope"], "course_lib.position"
-    ),
+    **dict.fromkeys(["sinusoidal_position_encoding", "PositionEncoding", "apply_rope"], "course_lib.position"),
     **dict.fromkeys(
         [
             "simple_self_attention",
@@ -208,9 +206,7 @@ def check_definition(exercise: str, answer: Any) -> None:
                 label = match(base)
                 if label is not None:
                     raise _fail(exercise, label, "subclasses")
-            if obj.__module__ in ("__main__", "builtins") or not obj.__module__.startswith(
-                ("torch", "course_lib")
-            ):
+            if obj.__module__ in ("__main__", "builtins") or not obj.__module__.startswith(("torch", "course_lib")):
                 for value in vars(obj).values():
                     if isinstance(value, property):
                         value = value.fget

@@ -41,7 +41,6 @@ from course_lib.grading.guard import check_definition
 __all__ = ["check_split_merge_heads", "check_MultiHeadAttention", "check_multihead_parameter_count"]
 
 
-
 # ------------------------------------------------------------------------------------------------------------
 # Exercise 1: split_heads and merge_heads
 # ------------------------------------------------------------------------------------------------------------
