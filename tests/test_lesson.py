@@ -47,3 +47,19 @@ def test_self_grading_is_off_under_nbgrader_and_on_request(monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION")
     monkeypatch.setenv("COURSE_SELF_GRADE", "off")
     assert "switched off" in lesson.grade_this_notebook("00_welcome")
+
+
+def test_the_last_cell_grades_the_saved_notebook(monkeypatch, tmp_path):
+    # JupyterLab tells the kernel where its notebook is saved (JPY_SESSION_NAME); the last cell grades that file.
+    import nbformat
+
+    from tests.nbtools import solved
+
+    path = tmp_path / "my copy of lesson 00.ipynb"
+    nbformat.write(solved("00_welcome"), path)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("COURSE_SELF_GRADE", raising=False)
+    report = lesson.grade_this_notebook("00_welcome")
+    assert report.lesson == "00_welcome" and report.score == report.max_score == 9
+    assert "**Lesson 00_welcome: 9 / 9 points**" in report._repr_markdown_()
