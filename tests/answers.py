@@ -1,12 +1,97 @@
-"""Write learner answers the way a notebook defines them, so the from-scratch guard sees notebook code."""
+"""Write learner answers the way a notebook defines them, so the from-scratch guard sees notebook code.
+
+Also the scaffolding the grader tests (tests/test_grading_*.py) share: editing a right answer into a buggy one,
+asserting that a check fails with a message that names the mistake (or that an answer passes), reading the
+hidden cases a lesson's test cells pass, and running a lesson's answer and test cells in order.
+"""
 
 from __future__ import annotations
 
+import copy
+import functools
+import re
 import textwrap
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from course_lib.grading import GradingError, Passed
+from tests.nbtools import grade_id, read, source_path
+
+
+def run_cell(code: str, **globals_) -> dict:
+    """Execute `code` as a notebook cell would (module `__main__`) and return the namespace it fills."""
+    namespace = {"__name__": "__main__", **globals_}
+    exec(compile(textwrap.dedent(code), "<notebook-cell>", "exec"), namespace)
+    return namespace
 
 
 def define(code: str, name: str, **globals_):
     """Execute `code` as a notebook cell would (module `__main__`) and return the object called `name`."""
-    namespace = {"__name__": "__main__", **globals_}
-    exec(compile(textwrap.dedent(code), f"<answer {name}>", "exec"), namespace)
-    return namespace[name]
+    return run_cell(code, **globals_)[name]
+
+
+def edit(code: str, old: str, new: str) -> str:
+    """`code` with `old` replaced by `new` (a buggy answer as an edit of a right one); `old` must be there."""
+    assert old in code, old
+    return code.replace(old, new)
+
+
+def failure_message(run: Callable[[], Any], *words: str) -> str:
+    """Run a check that must fail; assert that its message contains each of `words` (any case) and return it."""
+    with pytest.raises(GradingError) as info:
+        run()
+    message = info.value.message
+    for word in words:
+        assert word.lower() in message.lower(), f"{word!r} not in message: {message}"
+    return message
+
+
+def assert_passes(check: Callable[..., Any], answer: Any, cases: list, at_least: int = 1) -> None:
+    """Assert that `answer` passes `check` on its visible cases (at least `at_least` checks), then on `cases`."""
+    visible = check(answer)
+    assert isinstance(visible, Passed) and not visible.hidden and visible.checks >= at_least
+    hidden = check(answer, cases)
+    assert hidden.hidden and hidden.checks >= len(cases)
+
+
+# The call in a hidden test cell: check_<exercise>(<answers>, cases=[...]) just before the end marker.
+_HIDDEN_CALL = re.compile(
+    r"check_(?P<check>\w+)\((?P<answers>[\w\s,]*?)cases=(?P<cases>\[.*\]),?\s*\)\s*### END HIDDEN TESTS", re.S
+)
+
+
+@functools.cache
+def _read_hidden_cases(lesson: str) -> dict[str, list]:
+    found = {}
+    for cell in read(source_path(lesson)).cells:
+        cell_id = grade_id(cell) or ""
+        if not (cell_id.startswith("test_") and cell_id.endswith("_hidden")):
+            continue
+        name = cell_id.removeprefix("test_").removesuffix("_hidden")
+        match = _HIDDEN_CALL.search(cell.source)
+        assert match and match["check"] == name, f"hidden cell of {name} does not call check_{name}(..., cases=[...])"
+        answers = re.findall(r"\w+", match["answers"])
+        assert answers == [name] or len(answers) > 1, f"hidden cell of {name} does not pass `{name}` to its check"
+        found[name] = eval(match["cases"], {})  # literal cases written in the notebook
+    return found
+
+
+def hidden_cases(lesson: str) -> dict[str, list]:
+    """{exercise: the `cases` its hidden test cell passes}, read from the lesson's instructor source."""
+    return copy.deepcopy(_read_hidden_cases(lesson))
+
+
+def run_graded_cells(lesson: str, namespace: dict) -> list[str]:
+    """Run the lesson's answer and test cells (hidden tests included) in order in `namespace`, as nbgrader
+    would with the instructor's solutions; return the grade ids of the test cells, which raise if a check fails."""
+    markers = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
+    graded = []
+    for cell in read(source_path(lesson)).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade")):
+            exec(compile(markers.sub("", cell.source) + "\n", "<cell>", "exec"), namespace)
+            if meta.get("grade"):
+                graded.append(meta["grade_id"])
+    return graded

@@ -8,18 +8,17 @@ that must fail with a message naming it; right answers (and the reference itself
 from __future__ import annotations
 
 import functools
-import re
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
 from course_lib import attention as ref
 from course_lib.grading import attention as grading
-from course_lib.grading import core, guard
+from course_lib.grading import core
 from course_lib.grading.core import GradingError, Passed
+from tests.answers import assert_passes, edit, failure_message, hidden_cases, run_cell, run_graded_cells
+from tests.nbtools import read, source_path
 
 EXERCISES = [
     "simple_self_attention",
@@ -29,7 +28,7 @@ EXERCISES = [
     "CausalSelfAttention",
     "CrossAttention",
 ]
-SOURCE = Path(__file__).resolve().parents[1] / "notebooks" / "source" / "04_attention" / "04_attention.ipynb"
+LESSON = "04_attention"
 
 # Right answers, written independently of course_lib.
 ANSWERS = {
@@ -128,15 +127,8 @@ class CrossAttention(nn.Module):
 }
 
 
-def notebook(code: str) -> dict:
-    """Run `code` as a notebook cell would (module `__main__`) and return its namespace."""
-    namespace = {"__name__": "__main__"}
-    exec(compile(code, "<notebook-cell>", "exec"), namespace)
-    return namespace
-
-
 def answer(name: str, code: str | None = None):
-    return notebook(ANSWERS[name] if code is None else code)[name]
+    return run_cell(ANSWERS[name] if code is None else code)[name]
 
 
 def check(name: str):
@@ -145,40 +137,12 @@ def check(name: str):
 
 def fails(name: str, code: str, *words: str, cases=None) -> str:
     """Assert that the answer defined by `code` fails `check_<name>` with a message containing `words`."""
-    with pytest.raises(GradingError) as info:
-        check(name)(answer(name, code), cases)
-    message = info.value.message
-    for word in words:
-        assert word.lower() in message.lower(), f"{word!r} not in message: {message}"
-    return message
+    return failure_message(lambda: check(name)(answer(name, code), cases), *words)
 
 
 def variant(name: str, old: str, new: str) -> str:
     """A right answer with one piece changed (the buggy answers below are edits of the right ones)."""
-    code = ANSWERS[name]
-    assert old in code, old
-    return code.replace(old, new)
-
-
-@functools.cache
-def hidden_cases() -> dict[str, list]:
-    """The `cases` each hidden test cell of the lesson passes, read from the instructor source."""
-    nb = nbformat.read(SOURCE, as_version=4)
-    found = {}
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if grade_id.startswith("test_") and grade_id.endswith("_hidden"):
-            name = grade_id.removeprefix("test_").removesuffix("_hidden")
-            match = re.search(r"cases=(\[.*\]),?\s*\)\s*### END HIDDEN TESTS", cell.source, re.S)
-            assert match and f"check_{name}(" in cell.source, f"hidden cell of {name} is not check_{name}(...)"
-            found[name] = eval(match.group(1), {})  # literal cases written in the notebook
-    return found
-
-
-@pytest.fixture
-def no_guard(monkeypatch):
-    """Switch the from-scratch guard off, so the reference objects themselves can be graded."""
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
+    return edit(ANSWERS[name], old, new)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -195,37 +159,26 @@ def test_right_answers_pass_visible_checks_quickly(name):
 
 @pytest.mark.parametrize("name", EXERCISES)
 def test_reference_passes_visible_and_hidden_checks(name, no_guard):
-    hidden = hidden_cases()
+    hidden = hidden_cases(LESSON)
     assert set(hidden) == set(EXERCISES)
-    assert check(name)(getattr(ref, name)).checks >= 3
-    result = check(name)(getattr(ref, name), hidden[name])
-    assert result.hidden and result.checks >= len(hidden[name])
+    assert_passes(check(name), getattr(ref, name), hidden[name], at_least=3)
 
 
 @pytest.mark.parametrize("name", EXERCISES)
 def test_right_answers_pass_the_lessons_hidden_checks(name):
-    assert check(name)(answer(name), hidden_cases()[name]).hidden
+    assert check(name)(answer(name), hidden_cases(LESSON)[name]).hidden
 
 
 def test_lesson_solutions_pass_their_own_test_cells():
     """The instructor source's answer cells, run in order, pass every visible and hidden test cell."""
-    nb = nbformat.read(SOURCE, as_version=4)
-    namespace = notebook("")
-    markers = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
-    graded = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade")):
-            exec(compile(markers.sub("", cell.source) + "\n", "<cell>", "exec"), namespace)
-            if meta.get("grade"):
-                graded.append(meta["grade_id"])
+    graded = run_graded_cells(LESSON, run_cell(""))
     assert len(graded) == 2 * len(EXERCISES)
 
 
 def test_the_lessons_worked_example_is_the_graders():
-    nb = nbformat.read(SOURCE, as_version=4)
+    nb = read(source_path(LESSON))
     cell = next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith('tokens = ["Your"'))
-    namespace = notebook("import torch\n" + cell.source.replace("x.shape", "None"))
+    namespace = run_cell("import torch\n" + cell.source.replace("x.shape", "None"))
     assert namespace["tokens"] == grading.JOURNEY_TOKENS
     assert torch.equal(namespace["x"], torch.tensor(grading.JOURNEY_VECTORS))
 
@@ -690,7 +643,7 @@ def test_an_unwritten_answer_says_so(name):
     else:
         code = f"def {name}(*args, **kwargs):\n    raise NotImplementedError()\n"
     fails(name, code, "not written yet")
-    fails(name, code, "not written yet", cases=hidden_cases()[name])
+    fails(name, code, "not written yet", cases=hidden_cases(LESSON)[name])
 
 
 def test_a_check_leaves_the_global_random_state_alone():
@@ -702,8 +655,8 @@ def test_a_check_leaves_the_global_random_state_alone():
 
 def test_hidden_case_messages_name_the_case_not_its_input():
     code = variant(SDPA, "mask.logical_not()", "mask")
-    message = fails(SDPA, code, "<hidden case 2>", "inverted", cases=hidden_cases()[SDPA])
+    message = fails(SDPA, code, "<hidden case 2>", "inverted", cases=hidden_cases(LESSON)[SDPA])
     assert "(2, 2, 6, 32)" not in message and "causal" not in message
     code = variant(CAUSAL, "diagonal=1", "diagonal=0")
-    message = fails(CAUSAL, code, "<hidden case 1>", "diagonal excluded", cases=hidden_cases()[CAUSAL])
+    message = fails(CAUSAL, code, "<hidden case 1>", "diagonal excluded", cases=hidden_cases(LESSON)[CAUSAL])
     assert "context_length=4" not in message

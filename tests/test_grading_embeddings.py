@@ -7,10 +7,9 @@ import re
 import pytest
 
 from course_lib import embeddings
-from course_lib.grading import GradingError, guard
-from course_lib.grading import embeddings as grading
+from course_lib.grading import GradingError
 from course_lib.grading.embeddings import check_cosine_similarity, check_most_similar, check_one_hot_embed
-from tests.answers import define
+from tests.answers import assert_passes, define, hidden_cases
 
 # The answers of the lesson notebook (notebooks/source/02_embeddings), as a learner would write them.
 ONE_HOT_EMBED = """
@@ -34,12 +33,8 @@ def most_similar(query, matrix, k):
     return torch.argsort(scores, descending=True, stable=True)[:k]
 """
 
-# The hidden cases of the lesson notebook.
-HIDDEN = {
-    "one_hot_embed": [((6,), 5, 5, 10), ([4, 4, 4], 5, 3, 11), ((2, 3, 4), 9, 7, 12), ((1,), 1, 3, 13)],
-    "cosine_similarity": [((3,), (3,), 10), ((2, 5), (5,), 11), ((6, 1, 4), (1, 3, 4), 12), ((2, 2, 3, 8), (8,), 13)],
-    "most_similar": [(30, 6, 4, 10, 3), (8, 2, 1, 11, None), (15, 10, 15, 12, 0), (25, 5, 7, 13, None)],
-}
+# The hidden cases of the lesson notebook, as its hidden test cells pass them.
+HIDDEN = hidden_cases("02_embeddings")
 
 CHECKS = {
     "one_hot_embed": (check_one_hot_embed, ONE_HOT_EMBED),
@@ -57,14 +52,11 @@ def test_lesson_answers_pass_visible_and_hidden_cases(name):
 
 
 @pytest.mark.parametrize("name", list(CHECKS))
-def test_reference_agrees_with_its_grader_when_the_guard_is_off(name, monkeypatch):
+def test_reference_agrees_with_its_grader_when_the_guard_is_off(name, no_guard):
     # Only the guard stops the reference itself: the grader's cases are within its contract.
-    monkeypatch.setattr(grading, "check_definition", lambda *args: None)
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
+    assert set(HIDDEN) == set(CHECKS)
     check, _ = CHECKS[name]
-    reference = getattr(embeddings, name)
-    check(reference)
-    check(reference, cases=HIDDEN[name])
+    assert_passes(check, getattr(embeddings, name), HIDDEN[name])
 
 
 ONE_HOT = "import torch.nn.functional as F\n\ndef f(ids, weight):\n    return {}\n"

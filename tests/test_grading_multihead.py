@@ -6,27 +6,18 @@ known mistake has a buggy answer whose message must name it.
 
 from __future__ import annotations
 
-import functools
-import re
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
 from course_lib import multihead as ref
-from course_lib.grading import core, guard
+from course_lib.grading import core
 from course_lib.grading import multihead as grading
 from course_lib.grading.core import GradingError, Passed
+from tests.answers import assert_passes, edit, failure_message, hidden_cases, run_cell, run_graded_cells
 
-SOURCE = (
-    Path(__file__).resolve().parents[1]
-    / "notebooks"
-    / "source"
-    / "05_multi_head_attention"
-    / "05_multi_head_attention.ipynb"
-)
+LESSON = "05_multi_head_attention"
 EXERCISES = ["split_merge_heads", "MultiHeadAttention", "multihead_parameter_count"]
 
 # Right answers, written independently of course_lib.
@@ -85,55 +76,18 @@ def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):
 """
 
 
-def notebook(code: str) -> dict:
-    """Run `code` as a notebook cell would (module `__main__`) and return its namespace."""
-    namespace = {"__name__": "__main__"}
-    exec(compile(code, "<notebook-cell>", "exec"), namespace)
-    return namespace
-
-
-def edit(code: str, old: str, new: str) -> str:
-    assert old in code, old
-    return code.replace(old, new)
-
-
 def run_check(name: str, code: str, cases=None):
-    namespace = notebook(code)
+    namespace = run_cell(code)
     if name == "split_merge_heads":
         return grading.check_split_merge_heads(namespace["split_heads"], namespace["merge_heads"], cases)
     return getattr(grading, f"check_{name}")(namespace[name], cases)
 
 
 def fails(name: str, code: str, *words: str, cases=None) -> str:
-    with pytest.raises(GradingError) as info:
-        run_check(name, code, cases)
-    message = info.value.message
-    for word in words:
-        assert word.lower() in message.lower(), f"{word!r} not in message: {message}"
-    return message
+    return failure_message(lambda: run_check(name, code, cases), *words)
 
 
 RIGHT = {"split_merge_heads": SPLIT_MERGE, "MultiHeadAttention": MHA, "multihead_parameter_count": COUNT}
-
-
-@functools.cache
-def hidden_cases() -> dict[str, list]:
-    """The `cases` each hidden test cell of the lesson passes, read from the instructor source."""
-    nb = nbformat.read(SOURCE, as_version=4)
-    found = {}
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if grade_id.startswith("test_") and grade_id.endswith("_hidden"):
-            name = grade_id.removeprefix("test_").removesuffix("_hidden")
-            match = re.search(r"cases=(\[.*\]),?\s*\)\s*### END HIDDEN TESTS", cell.source, re.S)
-            assert match and f"check_{name}(" in cell.source, f"hidden cell of {name} is not check_{name}(...)"
-            found[name] = eval(match.group(1), {})
-    return found
-
-
-@pytest.fixture
-def no_guard(monkeypatch):
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -145,19 +99,17 @@ def test_right_answers_pass_visible_and_hidden_checks(name):
     started = time.perf_counter()
     result = run_check(name, RIGHT[name])
     assert isinstance(result, Passed) and not result.hidden and result.checks >= 4
-    assert run_check(name, RIGHT[name], hidden_cases()[name]).hidden
+    assert run_check(name, RIGHT[name], hidden_cases(LESSON)[name]).hidden
     assert time.perf_counter() - started < 5.0
 
 
 def test_reference_passes_visible_and_hidden_checks(no_guard):
-    hidden = hidden_cases()
+    hidden = hidden_cases(LESSON)
     assert set(hidden) == set(EXERCISES)
     assert grading.check_split_merge_heads(ref.split_heads, ref.merge_heads).checks >= 4
     assert grading.check_split_merge_heads(ref.split_heads, ref.merge_heads, hidden["split_merge_heads"]).hidden
     for name in ["MultiHeadAttention", "multihead_parameter_count"]:
-        check = getattr(grading, f"check_{name}")
-        assert check(getattr(ref, name)).checks >= 4
-        assert check(getattr(ref, name), hidden[name]).hidden
+        assert_passes(getattr(grading, f"check_{name}"), getattr(ref, name), hidden[name], at_least=4)
 
 
 def test_the_sdpa_version_of_the_reference_passes(no_guard):
@@ -169,16 +121,7 @@ def test_the_sdpa_version_of_the_reference_passes(no_guard):
 
 
 def test_lesson_solutions_pass_their_own_test_cells():
-    nb = nbformat.read(SOURCE, as_version=4)
-    namespace = notebook("")
-    markers = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
-    graded = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade")):
-            exec(compile(markers.sub("", cell.source) + "\n", "<cell>", "exec"), namespace)
-            if meta.get("grade"):
-                graded.append(meta["grade_id"])
+    graded = run_graded_cells(LESSON, run_cell(""))
     assert len(graded) == 2 * len(EXERCISES)
 
 
@@ -386,9 +329,9 @@ def test_the_reference_objects_earn_nothing():
     with pytest.raises(GradingError, match="earns no points"):
         grading.check_MultiHeadAttention(ref.MultiHeadAttention)
     with pytest.raises(GradingError, match="course_lib.multihead.split_heads"):
-        grading.check_split_merge_heads(ref.split_heads, notebook(SPLIT_MERGE)["merge_heads"])
+        grading.check_split_merge_heads(ref.split_heads, run_cell(SPLIT_MERGE)["merge_heads"])
     with pytest.raises(GradingError, match="course_lib.multihead.merge_heads"):
-        grading.check_split_merge_heads(notebook(SPLIT_MERGE)["split_heads"], ref.merge_heads)
+        grading.check_split_merge_heads(run_cell(SPLIT_MERGE)["split_heads"], ref.merge_heads)
     with pytest.raises(GradingError, match="course_lib.multihead.multihead_parameter_count"):
         grading.check_multihead_parameter_count(ref.multihead_parameter_count)
 
@@ -452,7 +395,9 @@ def test_unwritten_answers_say_so():
     mha += "        super().__init__()\n        raise NotImplementedError()\n"
     fails("MultiHeadAttention", mha, "not written yet")
     count = "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    raise NotImplementedError()\n"
-    fails("multihead_parameter_count", count, "not written yet", cases=hidden_cases()["multihead_parameter_count"])
+    fails(
+        "multihead_parameter_count", count, "not written yet", cases=hidden_cases(LESSON)["multihead_parameter_count"]
+    )
 
 
 def test_checks_leave_the_global_random_state_alone():
@@ -464,7 +409,7 @@ def test_checks_leave_the_global_random_state_alone():
 
 def test_hidden_case_messages_name_the_case_not_its_input():
     code = edit(MHA, "z.view(b, t, self.h, c // self.h).transpose(1, 2)", "z.reshape(b, self.h, t, c // self.h)")
-    hidden = hidden_cases()["MultiHeadAttention"]
+    hidden = hidden_cases(LESSON)["MultiHeadAttention"]
     message = fails("MultiHeadAttention", code, "<hidden case 2>", "bare view", cases=hidden)  # case 1: one head
     assert "(2, 7, 16)" not in message and "random" not in message
     code = "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    return 4 * d_model * d_model\n"

@@ -7,10 +7,9 @@ import re
 import pytest
 
 from course_lib import position
-from course_lib.grading import GradingError, guard
-from course_lib.grading import position as grading
+from course_lib.grading import GradingError
 from course_lib.grading.position import check_apply_rope, check_PositionEncoding, check_sinusoidal_position_encoding
-from tests.answers import define
+from tests.answers import assert_passes, define, hidden_cases
 
 # The answers of the lesson notebook (notebooks/source/03_position_encoding), as a learner would write them.
 SINUSOIDAL = """
@@ -58,12 +57,8 @@ def apply_rope(x, base=10000.0):
     return rotated.flatten(-2)  # (..., T, D)
 """
 
-# The hidden cases of the lesson notebook.
-HIDDEN = {
-    "sinusoidal_position_encoding": [(100, 64), (1, 2), (30, 8, 50.0), (200, 16)],
-    "PositionEncoding": [(10, 12, (4, 12, 10), 10), (2, 3, (1, 2), 11), (16, 32, (2, 2, 31, 16), 12)],
-    "apply_rope": [((1, 12, 16), 10), ((4, 2), 11), ((3, 9, 10), 12, 100.0), ((2, 2, 5, 12), 13)],
-}
+# The hidden cases of the lesson notebook, as its hidden test cells pass them.
+HIDDEN = hidden_cases("03_position_encoding")
 
 CHECKS = {
     "sinusoidal_position_encoding": (check_sinusoidal_position_encoding, SINUSOIDAL),
@@ -81,13 +76,10 @@ def test_lesson_answers_pass_visible_and_hidden_cases(name):
 
 
 @pytest.mark.parametrize("name", list(CHECKS))
-def test_reference_agrees_with_its_grader_when_the_guard_is_off(name, monkeypatch):
-    monkeypatch.setattr(grading, "check_definition", lambda *args: None)
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
+def test_reference_agrees_with_its_grader_when_the_guard_is_off(name, no_guard):
+    assert set(HIDDEN) == set(CHECKS)
     check, _ = CHECKS[name]
-    reference = getattr(position, name)
-    check(reference)
-    check(reference, cases=HIDDEN[name])
+    assert_passes(check, getattr(position, name), HIDDEN[name])
 
 
 # sinusoidal_position_encoding with one line changed

@@ -1,4 +1,4 @@
-"""Tests of course_lib.grading.tokenization: the graders of lesson 01.
+"""Tests of course_lib.grading.tokenization (and .bpe, which it re-exports): the graders of lesson 01.
 
 Learner answers are written here as notebook code: `exec` in a namespace whose `__name__` is "__main__",
 which is what the from-scratch guard sees for a notebook's definitions. Each known mistake has a buggy answer
@@ -8,17 +8,15 @@ that must fail with a message naming it; right answers (and the reference itself
 from __future__ import annotations
 
 import functools
-import re
 import time
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from course_lib import tokenization as ref
-from course_lib.grading import core, guard
+from course_lib.grading import core
 from course_lib.grading import tokenization as grading
 from course_lib.grading.core import GradingError, Passed
+from tests.answers import assert_passes, edit, failure_message, hidden_cases, run_cell, run_graded_cells
 
 EXERCISES = [
     "SimpleTokenizer",
@@ -29,7 +27,7 @@ EXERCISES = [
     "bpe_decode",
     "sliding_window_pairs",
 ]
-SOURCE = Path(__file__).resolve().parents[1] / "notebooks" / "source" / "01_tokenization" / "01_tokenization.ipynb"
+LESSON = "01_tokenization"
 
 # Right answers, written independently of course_lib (each stands alone, as in the lesson's solutions).
 ANSWERS = {
@@ -134,15 +132,8 @@ def sliding_window_pairs(token_ids, context_length, stride):
 }
 
 
-def notebook(code: str) -> dict:
-    """Run `code` as a notebook cell would (module `__main__`) and return its namespace."""
-    namespace = {"__name__": "__main__"}
-    exec(compile(code, "<notebook-cell>", "exec"), namespace)
-    return namespace
-
-
 def answer(name: str, code: str | None = None):
-    return notebook(ANSWERS[name] if code is None else code)[name]
+    return run_cell(ANSWERS[name] if code is None else code)[name]
 
 
 def check(name: str):
@@ -151,33 +142,12 @@ def check(name: str):
 
 def fails(name: str, code: str, *words: str, cases=None) -> str:
     """Assert that the answer defined by `code` fails `check_<name>` with a message containing `words`."""
-    with pytest.raises(GradingError) as info:
-        check(name)(answer(name, code), cases)
-    message = info.value.message
-    for word in words:
-        assert word.lower() in message.lower(), f"{word!r} not in message: {message}"
-    return message
+    return failure_message(lambda: check(name)(answer(name, code), cases), *words)
 
 
 def _variant(name: str, old: str, new: str) -> str:
     """A right answer with one line changed (the buggy answers below are edits of the right ones)."""
-    code = ANSWERS[name]
-    assert old in code, old
-    return code.replace(old, new)
-
-
-def _hidden_cases() -> dict[str, list]:
-    """The `cases` each hidden test cell of the lesson passes, read from the instructor source."""
-    nb = nbformat.read(SOURCE, as_version=4)
-    found = {}
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if grade_id.startswith("test_") and grade_id.endswith("_hidden"):
-            name = grade_id.removeprefix("test_").removesuffix("_hidden")
-            match = re.search(rf"check_{name}\({name}, cases=(.*)\)\s*\n### END HIDDEN TESTS", cell.source, re.S)
-            assert match, f"hidden cell of {name} does not call check_{name}({name}, cases=...)"
-            found[name] = eval(match.group(1), {})  # literal cases written in the notebook
-    return found
+    return edit(ANSWERS[name], old, new)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -192,24 +162,16 @@ def test_right_answers_pass_visible_checks_quickly(name):
     assert time.perf_counter() - started < 2.0
 
 
-@pytest.fixture
-def no_guard(monkeypatch):
-    """Switch the from-scratch guard off, so the reference objects themselves can be graded."""
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
-
-
 @pytest.mark.parametrize("name", EXERCISES)
 def test_reference_passes_visible_and_hidden_checks(name, no_guard):
-    hidden = _hidden_cases()
+    hidden = hidden_cases(LESSON)
     assert set(hidden) == set(EXERCISES)
-    assert check(name)(getattr(ref, name)).checks >= 4
-    result = check(name)(getattr(ref, name), hidden[name])
-    assert result.hidden and result.checks >= len(hidden[name])
+    assert_passes(check(name), getattr(ref, name), hidden[name], at_least=4)
 
 
 @pytest.mark.parametrize("name", EXERCISES)
 def test_right_answers_pass_the_lessons_hidden_checks(name):
-    cases = _hidden_cases()[name]
+    cases = hidden_cases(LESSON)[name]
     started = time.perf_counter()
     assert check(name)(answer(name), cases).hidden
     assert time.perf_counter() - started < 2.0
@@ -217,17 +179,8 @@ def test_right_answers_pass_the_lessons_hidden_checks(name):
 
 def test_lesson_solutions_pass_their_own_test_cells():
     """The instructor source's answer cells, run together, pass every visible and hidden test cell."""
-    nb = nbformat.read(SOURCE, as_version=4)
-    namespace = notebook("from course_lib import tokenization as ref")  # the lesson's first code cell has it
-    markers = re.compile(r"^\s*### (BEGIN|END) (SOLUTION|HIDDEN TESTS)\s*$", re.M)
-    graded = []
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and (meta.get("solution") or meta.get("grade")):
-            result = eval(compile(markers.sub("", cell.source) + "\n", "<cell>", "exec"), namespace)
-            assert result is None
-            if meta.get("grade"):
-                graded.append(meta["grade_id"])
+    namespace = run_cell("from course_lib import tokenization as ref")  # the lesson's first code cell has it
+    graded = run_graded_cells(LESSON, namespace)
     assert len(graded) == 2 * len(EXERCISES)
 
 
@@ -664,7 +617,7 @@ def test_an_unwritten_answer_says_so(name):
     else:
         code = f"def {name}(*args):\n    raise NotImplementedError()\n"
     fails(name, code, "not written yet")
-    fails(name, code, "not written yet", cases=_hidden_cases()[name])
+    fails(name, code, "not written yet", cases=hidden_cases(LESSON)[name])
 
 
 def test_messages_about_hidden_cases_do_not_show_their_inputs():

@@ -7,9 +7,14 @@ built from the pieces here:
   without a traceback: the message is the feedback, and a traceback would only show grader internals (and, in
   a hidden test cell, the hidden test's own text).
 - `call_answer`: calls the learner's code with a time limit and the from-scratch guard, and turns any exception
-  it raises into a `GradingError` that says which input made it fail.
-- `expect`, `expect_close`, `expect_equal`: comparisons whose failure message is the hint a learner can act on.
+  it raises into a `GradingError` that says which input made it fail (with a hint, where one fits).
+  `catching` wraps code that should raise, so that a check can look at what it raised.
+- `expect`, `expect_close`, `expect_equal`, `expect_type`, `expect_int_list`, `expect_unchanged`: comparisons
+  whose failure message is the hint a learner can act on.
+- `tagged_cases`, `call_label`: visible or hidden cases, and how a call is named in messages.
 - `generator`, `random_tensor`: deterministic random inputs, so a failure can be reproduced.
+
+`course_lib.grading.diagnose` builds on these to name the likely mistake behind a wrong answer.
 """
 
 from __future__ import annotations
@@ -18,29 +23,38 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from numbers import Integral
 from typing import Any
 
 import torch
 
 __all__ = [
     "GradingError",
+    "Hint",
     "Passed",
     "call_answer",
+    "call_label",
+    "catching",
     "describe",
     "expect",
     "expect_close",
     "expect_equal",
+    "expect_int_list",
+    "expect_type",
+    "expect_unchanged",
     "generator",
+    "is_int",
     "random_tensor",
     "tagged_cases",
-    "call_label",
     "time_limit",
 ]
 
 # Seconds one call of learner code may take before we call it an infinite loop. nbgrader's per-cell timeout
 # (notebooks/nbgrader_config.py) is the backstop for code that cannot be interrupted from Python.
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("COURSE_CALL_TIMEOUT", "20"))
+
+Hint = tuple[Callable[[str], bool], str]  # (does this error message fit?, what to add to it)
 
 
 class GradingError(AssertionError):
@@ -114,12 +128,15 @@ def call_answer(
     what: str | None = None,
     timeout: float | None = None,
     guard: bool = True,
+    hints: Sequence[Hint] = (),
     **kwargs: Any,
 ) -> Any:
     """Call learner code `fn(*args, **kwargs)` and return its result.
 
     `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by
-    the from-scratch guard (COURSE_SPEC §5): calling the course's reference or a forbidden shortcut fails.
+    the from-scratch guard (COURSE_SPEC §5): calling the course's reference or a forbidden shortcut fails. The
+    time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is given. When the learner's
+    code raises, the first of `hints` whose test fits the message is added to it.
     """
     from course_lib.grading.guard import watch_calls  # local: guard imports this module
 
@@ -146,7 +163,27 @@ def call_answer(
             exercise, f"{label} recursed too deeply (RecursionError). Does a function call itself by mistake?"
         ) from None
     except Exception as exc:  # the learner's own exception becomes feedback
-        raise GradingError(exercise, f"{label} raised {type(exc).__name__}: {exc}") from None
+        message = f"{label} raised {type(exc).__name__}: {exc}"
+        hint = next((hint for fits, hint in hints if fits(message)), None)
+        raise GradingError(exercise, message if hint is None else f"{message} — {hint}") from None
+
+
+def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap `fn` so that it returns the exception it raises (None if it raises none), for code that should raise.
+
+    Call the wrapper through `call_answer`: NotImplementedError still goes through, as "not written yet".
+    """
+
+    def captured(*args: Any, **kwargs: Any) -> Exception | None:
+        try:
+            fn(*args, **kwargs)
+        except NotImplementedError:
+            raise
+        except Exception as exc:
+            return exc
+        return None
+
+    return captured
 
 
 def expect(exercise: str, condition: bool, message: str) -> None:
@@ -160,6 +197,42 @@ def expect_equal(exercise: str, got: Any, expected: Any, what: str, hint: str = 
     if got != expected:
         message = f"{what}: expected {describe(expected)}, got {describe(got)}."
         raise GradingError(exercise, f"{message} {hint}".strip())
+
+
+def expect_type(exercise: str, got: Any, kind: type | tuple[type, ...], what: str, description: str) -> Any:
+    """Return `got` if it is a `kind`; else fail, saying what came back. `description`: e.g. "a dict {(a, b): n}"."""
+    if got is None:
+        raise GradingError(exercise, f"{what} returned None. Did you forget the `return`?")
+    if not isinstance(got, kind):
+        raise GradingError(exercise, f"{what} should return {description}, got {type(got).__name__}: {describe(got)}")
+    return got
+
+
+def is_int(value: Any) -> bool:
+    """A Python or numpy integer, not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def expect_int_list(exercise: str, got: Any, what: str) -> None:
+    """`got` must be a plain Python list of ints (token ids), not a tensor."""
+    if isinstance(got, torch.Tensor):
+        raise GradingError(exercise, f"{what} returned a tensor; return a plain Python list of ints.")
+    expect_type(exercise, got, list, what, "a list of ints")
+    for position, item in enumerate(got):
+        if not is_int(item):
+            kind = type(item).__name__
+            raise GradingError(
+                exercise, f"{what} should return a list of ints, but item {position} is {kind}: {item!r}"
+            )
+
+
+def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+    """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
+    for argument, (after, before) in inputs.items():
+        if not torch.equal(after, before):
+            raise GradingError(
+                exercise, f"{what} changed its argument `{argument}` in place; compute a new tensor and return it."
+            )
 
 
 def expect_close(

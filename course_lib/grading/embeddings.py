@@ -4,20 +4,17 @@ Every check follows the same recipe: `check_definition` first (the from-scratch 
 seeded random inputs, the expected value from the reference in `course_lib.embeddings` computed *outside* the
 learner's call, and the learner's answer through `call_answer`. When the two differ, the check computes each
 known wrong variant on the same input and, if the learner's output equals one of them, names that mistake;
-otherwise it reports the shapes and the largest difference.
+otherwise it reports the shapes and the largest difference (`course_lib.grading.diagnose`).
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
 each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
 its input, so hidden test text stays hidden.
-
-`tensor_result` and `diagnose_tensor` are shared with the graders of lesson 03.
 
 Shape legend: B batch, T time, H heads, D head size, C / d_model channels, V vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -25,91 +22,21 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from course_lib import embeddings as ref
-from course_lib.grading import core
 from course_lib.grading.core import (
     GradingError,
+    Hint,
     Passed,
+    call_answer,
     call_label,
-    describe,
-    expect_close,
+    expect_unchanged,
     generator,
     random_tensor,
     tagged_cases,
 )
+from course_lib.grading.diagnose import Variant, close, diagnose_tensor, find_mistake, tensor_result
 from course_lib.grading.guard import check_definition
 
 __all__ = ["check_cosine_similarity", "check_most_similar", "check_one_hot_embed"]
-
-Variant = tuple[Callable[[], Any], str]  # (a wrong version run on the same input, what that mistake is)
-Hint = tuple[Callable[[str], bool], str]  # (does this error message fit?, what to add to it)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Shared helpers (lessons 02 and 03)
-
-
-def call_with_hints(name: str, fn: Callable[..., Any], *args: Any, what: str, hints: Sequence[Hint] = ()) -> Any:
-    """`call_answer`, adding the first fitting hint when the learner's code raises."""
-    try:
-        # The time limit is read at call time, so a test (or an instructor) can change it on the core module.
-        return core.call_answer(name, fn, *args, what=what, timeout=core.DEFAULT_CALL_TIMEOUT)
-    except GradingError as error:
-        for fits, hint in hints:
-            if " raised " in error.message and fits(error.message):
-                raise GradingError(name, f"{error.message} — {hint}") from None
-        raise
-
-
-def tensor_result(name: str, got: Any, what: str) -> Tensor:
-    """`got` if it is a tensor; else a GradingError saying what came back instead."""
-    if got is None:
-        raise GradingError(name, f"{what} returned None. Did you forget the `return`?")
-    if not isinstance(got, Tensor):
-        raise GradingError(name, f"{what} should return a torch.Tensor, got {type(got).__name__}: {describe(got)}")
-    return got
-
-
-def _close(a: Any, b: Tensor, atol: float, rtol: float) -> bool:
-    if not isinstance(a, Tensor) or tuple(a.shape) != tuple(b.shape):
-        return False
-    return torch.allclose(a.detach().to(b.dtype), b, atol=atol, rtol=rtol)
-
-
-def diagnose_tensor(
-    name: str,
-    what: str,
-    got: Tensor,
-    expected: Tensor,
-    variants: Sequence[Variant],
-    *,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
-    hint: str = "",
-) -> None:
-    """Pass if `got` matches `expected`; else name the first wrong variant it matches, else a generic message."""
-    if got.is_floating_point() == expected.is_floating_point() and _close(got, expected, atol, rtol):
-        return
-    for compute, mistake in variants:
-        try:
-            value = compute()
-        except Exception:  # a variant that cannot run on this input cannot be the learner's mistake
-            continue
-        if _close(got, value, atol, rtol) and not _close(value, expected, atol, rtol):
-            raise GradingError(name, f"{what}: {mistake}")
-    expect_close(name, got, expected, what, atol=atol, rtol=rtol, hint=hint)
-
-
-def expect_unchanged(name: str, inputs: dict[str, tuple[Tensor, Tensor]], what: str) -> None:
-    """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
-    for argument, (after, before) in inputs.items():
-        if not torch.equal(after, before):
-            raise GradingError(
-                name, f"{what} changed its argument `{argument}` in place; compute a new tensor and return it."
-            )
-
-
-def _shape_text(shape: Sequence[int]) -> str:
-    return str(tuple(shape))
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -162,8 +89,8 @@ def _one_hot_case(name: str, answer: Any, ids: Tensor, weight: Tensor, tag: str 
     V, C = weight.shape
     expected = ref.one_hot_embed(ids, weight)  # (..., C)
     ids_in, weight_in = ids.clone(), weight.clone()
-    what = call_label(name, f"ids of shape {_shape_text(ids.shape)}, weight of shape ({V}, {C})", tag)
-    got = call_with_hints(name, answer, ids_in, weight_in, what=what, hints=_ONE_HOT_HINTS)
+    what = call_label(name, f"ids of shape {tuple(ids.shape)}, weight of shape ({V}, {C})", tag)
+    got = call_answer(name, answer, ids_in, weight_in, what=what, hints=_ONE_HOT_HINTS)
     got = tensor_result(name, got, what)
     expect_unchanged(name, {"token_ids": (ids_in, ids), "weight": (weight_in, weight)}, what)
     if not got.is_floating_point() and tuple(got.shape) == tuple(expected.shape):
@@ -229,10 +156,10 @@ def check_cosine_similarity(answer: Any, cases: list | None = None) -> Passed:
 def _cosine_case(name: str, answer: Any, a: Tensor, b: Tensor, tag: str | None) -> None:
     expected = ref.cosine_similarity(a, b)  # (...)
     a_in, b_in = a.clone(), b.clone()
-    what = call_label(name, f"a of shape {_shape_text(a.shape)}, b of shape {_shape_text(b.shape)}", tag)
+    what = call_label(name, f"a of shape {tuple(a.shape)}, b of shape {tuple(b.shape)}", tag)
     broadcasts = a.dim() > 1 or b.dim() > 1
     hints: list[Hint] = [(lambda m: "RuntimeError" in m or "IndexError" in m, _BROADCAST_HINT)] if broadcasts else []
-    got = tensor_result(name, call_with_hints(name, answer, a_in, b_in, what=what, hints=hints), what)
+    got = tensor_result(name, call_answer(name, answer, a_in, b_in, what=what, hints=hints), what)
     expect_unchanged(name, {"a": (a_in, a), "b": (b_in, b)}, what)
     dot = (a * b).sum(-1)  # (...)
     norm_a, norm_b = a.norm(dim=-1), b.norm(dim=-1)  # (...) each
@@ -317,7 +244,7 @@ def check_most_similar(answer: Any, cases: list | None = None) -> Passed:
         query_in, matrix_in = query.clone(), matrix.clone()
         V, C = matrix.shape
         what = call_label(name, f"query of shape ({C},), matrix of shape ({V}, {C}), k={k}", tag)
-        got = call_with_hints(name, answer, query_in, matrix_in, k, what=what)
+        got = call_answer(name, answer, query_in, matrix_in, k, what=what)
         expect_unchanged(name, {"query": (query_in, query), "matrix": (matrix_in, matrix)}, what)
         _check_ranking(name, what, got, expected, scores, query, matrix, k, query_row, shown=tag is None)
     return Passed(name, len(chosen), hidden=cases is not None)
@@ -347,7 +274,7 @@ def _check_ranking(
     got = tensor_result(name, got, what)
     if got.is_floating_point():
         top_values = torch.sort(scores, descending=True).values[:k]
-        if _close(got, top_values, 1e-5, 1e-4):
+        if close(got, top_values, 1e-5, 1e-4):
             raise GradingError(
                 name, f"{what} returned the similarity values; return the row indices of those rows instead."
             )
@@ -358,7 +285,7 @@ def _check_ranking(
         return
     got_list, want = got.tolist(), expected.tolist()
     order = torch.sort(scores, descending=True, stable=True).indices  # (V,) best first
-    variants: list[tuple[Callable[[], Tensor], str]] = [
+    variants: list[Variant] = [
         (
             lambda: order[: k + 1],
             "you returned k + 1 indices; return exactly k.",
@@ -395,10 +322,9 @@ def _check_ranking(
             "way: rank by cosine similarity (the angle) instead.",
         ),
     ]
-    for compute, mistake in variants:
-        value = compute()
-        if value.tolist() == got_list and value.tolist() != want:
-            raise GradingError(name, f"{what} returned {got_list}: {mistake}" if shown else f"{what}: {mistake}")
+    mistake = find_mistake(variants, lambda value: value.tolist() == got_list, lambda value: value.tolist() == want)
+    if mistake is not None:
+        raise GradingError(name, f"{what} returned {got_list}: {mistake}" if shown else f"{what}: {mistake}")
     if len(got_list) != k:
         raise GradingError(name, f"{what} returned {len(got_list)} indices; return exactly k.")
     if not shown:

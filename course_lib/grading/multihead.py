@@ -3,10 +3,11 @@
 
 The recipe is lesson 04's (see `course_lib.grading.attention`): the from-scratch guard first, expected values
 from `course_lib.multihead` computed outside the learner's call, the learner's weights copied into the
-reference module, and on a mismatch each known mistake recomputed and named when it matches: heads split or
-merged with a bare `view` (no transpose), heads interleaved, the [q | k | v] layout read per head, scaling by
-sqrt(d_model) instead of sqrt(d_head), the output projection missing, the mask not combined with the causal
-mask, and the returned weights taken before dropout.
+reference module, and on a mismatch each known mistake recomputed and named when it matches: the mistakes of
+single-head attention (`course_lib.grading.attention_common`), and heads split or merged with a bare `view`
+(no transpose), heads interleaved, the [q | k | v] layout read per head, scaling by sqrt(d_model) instead of
+sqrt(d_head), the output projection missing, the mask not combined with the causal mask, and the returned
+weights taken before dropout.
 
 Shape legend: B batch, T time, H heads, D head size (d_head), C / d_model channels (= H * D).
 """
@@ -14,7 +15,6 @@ Shape legend: B batch, T time, H heads, D head size (d_head), C / d_model channe
 from __future__ import annotations
 
 import math
-from numbers import Integral
 from typing import Any
 
 import torch
@@ -22,20 +22,20 @@ from torch import Tensor, nn
 
 from course_lib import multihead as ref
 from course_lib.grading import core
-from course_lib.grading.attention import (
-    Variant,
-    _attend,
-    _build,
-    _call,
-    _close,
-    _expect_tensor_output,
-    _mistakes,
-    _name_mistake,
-    _shape,
+from course_lib.grading.attention_common import (
+    attend,
+    attention_mistakes,
+    build_module,
+    call_in_training_mode,
+    call_without_grad,
+    expect_tensor_output,
     keeps_rng,
     make_mask,
+    name_mistake,
+    same_values,
 )
-from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, tagged_cases
+from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, is_int, tagged_cases
+from course_lib.grading.diagnose import Variant
 from course_lib.grading.guard import check_definition
 
 __all__ = ["check_split_merge_heads", "check_MultiHeadAttention", "check_multihead_parameter_count"]
@@ -72,7 +72,7 @@ def check_split_merge_heads(split_heads: Any, merge_heads: Any, cases: list | No
         heads = _split_case(split_heads, x, H, tag)
         _merge_case(merge_heads, core.random_tensor(B, H, T, D, seed=seed + 100), tag)
         round_trip = "merge_heads(split_heads(x))" if tag is None else f"merge_heads(split_heads(<{tag}>))"
-        back = _call("merge_heads", merge_heads, heads, what=round_trip)
+        back = call_without_grad("merge_heads", merge_heads, heads, what=round_trip)
         expect_close("merge_heads", back, x, f"{round_trip} should give x back")
     return Passed("split_merge_heads", 3 * len(run), hidden=cases is not None)
 
@@ -82,22 +82,22 @@ def _split_case(split_heads: Any, x: Tensor, H: int, tag: str | None) -> Tensor:
     B, T, C = x.shape
     D = C // H
     expected = ref.split_heads(x, H)
-    what = call_label(name, f"x of shape {_shape(x)}, n_heads={H}", tag)
+    what = call_label(name, f"x of shape {tuple(x.shape)}, n_heads={H}", tag)
     given = x.clone()
-    got = _call(name, split_heads, given, H, what=what)
+    got = call_without_grad(name, split_heads, given, H, what=what)
     if not torch.equal(given, x):
         raise GradingError(name, f"{what} changed its input in place.")
-    _expect_tensor_output(name, got, what)
+    expect_tensor_output(name, got, what)
     if tuple(got.shape) == (B, T, H, D) and T != H:
         raise GradingError(
-            name, f"{what} returned shape {_shape(got)} = (B, T, H, D): add .transpose(1, 2) to get (B, H, T, D)."
+            name, f"{what} returned shape {tuple(got.shape)} = (B, T, H, D): add .transpose(1, 2) to get (B, H, T, D)."
         )
     variants: list[Variant] = [
         (lambda: x.reshape(B, H, T, D), _BARE_SPLIT),
         (lambda: x.reshape(B, T, D, H).permute(0, 3, 1, 2), _INTERLEAVED),
         (lambda: x.reshape(B, T, H, D), "the heads were not moved next to the batch: add .transpose(1, 2)."),
     ]
-    _name_mistake(name, what, got, expected, variants)
+    name_mistake(name, what, got, expected, variants)
     expect_close(name, got, expected, what)
     return got
 
@@ -106,18 +106,14 @@ def _merge_case(merge_heads: Any, y: Tensor, tag: str | None) -> None:
     name = "merge_heads"
     B, H, T, D = y.shape
     expected = ref.merge_heads(y)
-    what = call_label(name, f"x of shape {_shape(y)}", tag)
-    try:
-        got = _call(name, merge_heads, y.clone(), what=what)
-    except GradingError as error:
-        if "view" in error.message and ("stride" in error.message or "contiguous" in error.message):
-            raise GradingError(
-                name,
-                f"{error.message} — after .transpose(1, 2) the memory is no longer in (B, T, H, D) order: use "
-                ".reshape(B, T, H * D), or .contiguous().view(B, T, H * D).",
-            ) from None
-        raise
-    _expect_tensor_output(name, got, what)
+    what = call_label(name, f"x of shape {tuple(y.shape)}", tag)
+    view_of_transposed = (
+        lambda message: "view" in message and ("stride" in message or "contiguous" in message),
+        "after .transpose(1, 2) the memory is no longer in (B, T, H, D) order: use .reshape(B, T, H * D), or "
+        ".contiguous().view(B, T, H * D).",
+    )
+    got = call_without_grad(name, merge_heads, y.clone(), what=what, hints=[view_of_transposed])
+    expect_tensor_output(name, got, what)
     variants: list[Variant] = [
         (
             lambda: y.reshape(B, T, H * D),
@@ -130,7 +126,7 @@ def _merge_case(merge_heads: Any, y: Tensor, tag: str | None) -> None:
             "h*D:(h+1)*D — transpose(1, 2), then reshape.",
         ),
     ]
-    _name_mistake(name, what, got, expected, variants)
+    name_mistake(name, what, got, expected, variants)
     expect_close(name, got, expected, what)
 
 
@@ -207,7 +203,7 @@ def _mha_forward(
     project: bool = True,
     **options: Any,
 ) -> Tensor:
-    """The reference forward with a chosen mistake; `options` go to `_attend` (scale, dim, mask_mode)."""
+    """The reference forward with a chosen mistake; `options` go to `attend` (scale, dim, mask_mode)."""
     B, T, C = x.shape
     H = module.n_heads
     D = C // H
@@ -218,41 +214,37 @@ def _mha_forward(
         q, k, v = (t.reshape(B, H, T, D) for t in qkv.split(C, dim=-1))
     else:
         q, k, v = (ref.split_heads(t, H) for t in qkv.split(C, dim=-1))  # (B, H, T, D) each
-    out, _ = _attend(q, k, v, allowed, **options)  # (B, H, T, D)
+    out, _ = attend(q, k, v, allowed, **options)  # (B, H, T, D)
     out = out.reshape(B, T, C) if merge == "bare_view" else ref.merge_heads(out)  # (B, T, C)
     return module.out_proj(out) if project else out
 
 
 def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, tag) -> None:
     what = call_label(name, f"{d_model}, {n_heads}, causal={causal}, bias={bias}", tag)
-    module = _build(name, answer, d_model, n_heads, what=what, seed=seed, causal=causal, bias=bias)
+    module = build_module(name, answer, d_model, n_heads, what=what, seed=seed, causal=causal, bias=bias)
     _expect_mha_state(name, module, d_model, bias, what)
     reference = ref.MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias).eval()
     reference.load_state_dict(module.state_dict())
     x = core.random_tensor(B, T, d_model, seed=seed + 100)
     mask = make_mask(kind, (B, 1), T, T, seed + 200)
     expected, expected_w = reference(x, mask, need_weights=True)
-    call = f"{what} on x {_shape(x)}" + (f" with a {kind} mask {_shape(mask)}" if mask is not None else "")
+    call = f"{what} on x {tuple(x.shape)}" + (f" with a {kind} mask {tuple(mask.shape)}" if mask is not None else "")
     call = call if tag is None else f"{what} on its inputs"
     mask_args = (mask.clone(),) if mask is not None else ()
-    try:
-        got = _call(name, module, x.clone(), *mask_args, what=call)
-    except GradingError as error:
-        if "view size is not compatible" in error.message:
-            raise GradingError(
-                name,
-                f"{error.message} — the q, k, v you get from splitting the qkv output are views into it, not "
-                "contiguous tensors: use .reshape(B, T, n_heads, d_head) (then .transpose(1, 2)).",
-            ) from None
-        raise
-    _expect_tensor_output(name, got, call, hint="Return (out, weights) only when need_weights=True.")
+    view_of_split = (
+        lambda message: "view size is not compatible" in message,
+        "the q, k, v you get from splitting the qkv output are views into it, not contiguous tensors: use "
+        ".reshape(B, T, n_heads, d_head) (then .transpose(1, 2)).",
+    )
+    got = call_without_grad(name, module, x.clone(), *mask_args, what=call, hints=[view_of_split])
+    expect_tensor_output(name, got, call, hint="Return (out, weights) only when need_weights=True.")
 
     tril = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
     allowed = (tril if mask is None else tril & mask) if causal else mask
     forward = lambda **options: _mha_forward(reference, x, allowed, **options)  # noqa: E731
     d_head = d_model // n_heads
     label = None if allowed is None else ("causal mask" if causal and mask is None else "mask")
-    variants = _mistakes(
+    variants = attention_mistakes(
         forward, d_head, "d_head", n_dims=4, extra_scales=[(math.sqrt(d_model), "sqrt(d_model)")], mask_label=label
     )
     variants += [
@@ -305,18 +297,18 @@ def _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, ta
                 "diagonal) to the scores.",
             )
         )
-    _name_mistake(name, call, got, expected, variants)
+    name_mistake(name, call, got, expected, variants)
     expect_close(name, got, expected, call)
 
     call_w = f"{call}, need_weights=True"
-    result = _call(name, module, x.clone(), *mask_args, what=call_w, need_weights=True)
+    result = call_without_grad(name, module, x.clone(), *mask_args, what=call_w, need_weights=True)
     if not (isinstance(result, tuple | list) and len(result) == 2 and all(isinstance(t, Tensor) for t in result)):
         raise GradingError(name, f"{call_w} should return a pair (out, weights), got {describe(result)}.")
     out, weights = result
     if tuple(weights.shape) == (B, T, T) and n_heads > 1:
         raise GradingError(
             name,
-            f"{call_w}: the weights have shape {_shape(weights)} — averaged over the heads? Return every head's "
+            f"{call_w}: the weights have shape {tuple(weights.shape)} — averaged over the heads? Return every head's "
             "weights, shape (B, H, T, T).",
         )
     expect_close(name, weights, expected_w, f"{call_w}: the weights")
@@ -327,7 +319,7 @@ def _check_mha_dropout(name: str, answer: Any) -> None:
     """In training mode the returned weights are a dropout of the weights, and they are what multiplied V."""
     B, T, d_model, n_heads, p = 2, 4, 8, 2, _DROPOUT
     what = f"MultiHeadAttention({d_model}, {n_heads}, dropout={p})"
-    module = _build(name, answer, d_model, n_heads, what=what, seed=5, dropout=p)
+    module = build_module(name, answer, d_model, n_heads, what=what, seed=5, dropout=p)
     _expect_mha_state(name, module, d_model, True, what)
     reference = ref.MultiHeadAttention(d_model, n_heads).eval()
     reference.load_state_dict(module.state_dict())
@@ -335,18 +327,14 @@ def _check_mha_dropout(name: str, answer: Any) -> None:
     expected, expected_w = reference(x, need_weights=True)
     v = ref.split_heads(reference.qkv(x)[..., 2 * d_model :], n_heads)  # (B, H, T, D)
     call = f"{what} in training mode, need_weights=True"
-    module.train(True)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(4321)
-        result = _call(name, module, x.clone(), what=call, need_weights=True)
-    module.train(False)
+    result = call_in_training_mode(name, module, x.clone(), what=call, seed=4321, need_weights=True)
     if not (isinstance(result, tuple | list) and len(result) == 2 and all(isinstance(t, Tensor) for t in result)):
         raise GradingError(name, f"{call} should return a pair (out, weights), got {describe(result)}.")
     out, weights = result
     if weights.shape != expected_w.shape:
         expect_close(name, weights, expected_w, f"{call}: the weights")
-    if _close(weights, expected_w, atol=1e-6, rtol=1e-5):
-        if _close(out, expected, atol=1e-6, rtol=1e-5):
+    if same_values(weights, expected_w, atol=1e-6, rtol=1e-5):
+        if same_values(out, expected, atol=1e-6, rtol=1e-5):
             raise GradingError(
                 name,
                 f"{call}: nothing was dropped. Apply self.dropout = nn.Dropout(dropout) to the attention weights "
@@ -366,13 +354,13 @@ def _check_mha_dropout(name: str, answer: Any) -> None:
         )
     with torch.no_grad():
         from_weights = reference.out_proj(ref.merge_heads(weights.detach() @ v))  # (B, T, d_model)
-    if not _close(out, from_weights):
+    if not same_values(out, from_weights):
         raise GradingError(
             name,
             f"{call}: your output is not out_proj(merge_heads(weights @ v)) for the weights you returned. The "
             "returned weights must be exactly the ones that multiply V (after dropout).",
         )
-    again = _call(name, module, x.clone(), what=f"{what} back in eval mode")
+    again = call_without_grad(name, module, x.clone(), what=f"{what} back in eval mode")
     expect_close(name, again, expected, f"{what} in eval mode", hint="In eval mode nothing is dropped.")
 
 
@@ -394,8 +382,8 @@ def check_multihead_parameter_count(answer: Any, cases: list | None = None) -> P
     for tag, (d, qkv_bias, out_bias) in run:
         expected = ref.multihead_parameter_count(d, qkv_bias=qkv_bias, out_bias=out_bias)
         what = call_label(name, f"{d}, qkv_bias={qkv_bias}, out_bias={out_bias}", tag)
-        got = _call(name, answer, d, what=what, qkv_bias=qkv_bias, out_bias=out_bias)
-        if isinstance(got, Tensor) or not isinstance(got, Integral) or isinstance(got, bool):
+        got = call_without_grad(name, answer, d, what=what, qkv_bias=qkv_bias, out_bias=out_bias)
+        if isinstance(got, Tensor) or not is_int(got):
             raise GradingError(name, f"{what} should return a Python int, got {type(got).__name__}: {describe(got)}.")
         if got == expected:
             continue

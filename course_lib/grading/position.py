@@ -2,7 +2,8 @@
 
 The recipe is lesson 02's (see `course_lib.grading.embeddings`): the guard first, seeded inputs, expected
 values from `course_lib.position` computed outside the learner's call, and on a mismatch each known wrong
-variant of the formula is computed on the same input so that the mistake can be named.
+variant of the formula is computed on the same input so that the mistake can be named
+(`course_lib.grading.diagnose`).
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
 each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
@@ -13,22 +14,24 @@ Shape legend: B batch, T time, H heads, D head size, C / d_model channels, V voc
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from course_lib import position as ref
-from course_lib.grading.core import GradingError, Passed, call_label, random_tensor, tagged_cases
-from course_lib.grading.embeddings import (
+from course_lib.grading.core import (
+    GradingError,
     Hint,
-    Variant,
-    call_with_hints,
-    diagnose_tensor,
+    Passed,
+    call_answer,
+    call_label,
+    catching,
     expect_unchanged,
-    tensor_result,
+    random_tensor,
+    tagged_cases,
 )
+from course_lib.grading.diagnose import Variant, diagnose_tensor, tensor_result
 from course_lib.grading.guard import check_definition
 
 __all__ = ["check_PositionEncoding", "check_apply_rope", "check_sinusoidal_position_encoding"]
@@ -37,21 +40,6 @@ __all__ = ["check_PositionEncoding", "check_apply_rope", "check_sinusoidal_posit
 ATOL = 1e-4
 RTOL = 1e-4
 BASE = 10000.0
-
-
-def _raises_value_error(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap `fn` so that the exception it raises is returned, to check that it is a ValueError."""
-
-    def captured(*args: Any) -> Any:
-        try:
-            fn(*args)
-        except NotImplementedError:
-            raise  # call_answer reports it as "not written yet"
-        except Exception as exc:
-            return exc
-        return None
-
-    return captured
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -156,7 +144,7 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
         base = float(case[2]) if len(case) > 2 else BASE
         expected = ref.sinusoidal_position_encoding(max_len, d_model, base)  # (max_len, d_model)
         what = call_label(name, ", ".join(repr(a) for a in args), tag)
-        got = tensor_result(name, call_with_hints(name, answer, *args, what=what), what)
+        got = tensor_result(name, call_answer(name, answer, *args, what=what), what)
         diagnose_tensor(name, what, got, expected, _table_variants(max_len, d_model, base), atol=ATOL, rtol=RTOL)
     _check_odd_d_model(name, answer)
     return Passed(name, len(chosen) + 1, hidden=cases is not None)
@@ -165,7 +153,7 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
 def _check_odd_d_model(name: str, answer: Any) -> None:
     max_len, d_model = _ODD_D_MODEL
     what = f"sinusoidal_position_encoding({max_len}, {d_model})"
-    outcome = call_with_hints(name, _raises_value_error(answer), max_len, d_model, what=what)
+    outcome = call_answer(name, catching(answer), max_len, d_model, what=what)
     if isinstance(outcome, ValueError):
         return
     if isinstance(outcome, Exception):
@@ -219,7 +207,7 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
 
 
 def _build_module(name: str, answer: Any, d_model: int, max_len: int, label: str) -> nn.Module:
-    module = call_with_hints(name, answer, d_model, max_len, what=label)
+    module = call_answer(name, answer, d_model, max_len, what=label)
     if not isinstance(module, nn.Module):
         raise GradingError(
             name,
@@ -279,7 +267,7 @@ def _check_forward(name: str, module: nn.Module, table: Tensor, x: Tensor, label
     expected = x + table[:T]  # (..., T, d_model)
     x_in = x.clone()
     what = f"{label}(x of shape {tuple(x.shape)})" if shown else f"{label} called on its input"
-    got = tensor_result(name, call_with_hints(name, module, x_in, what=what, hints=_FORWARD_HINTS), what)
+    got = tensor_result(name, call_answer(name, module, x_in, what=what, hints=_FORWARD_HINTS), what)
     expect_unchanged(name, {"x": (x_in, x)}, what)
     variants: list[Variant] = [
         (lambda: x, "you returned x unchanged: add the table, x + self.pe[:T]."),
@@ -298,7 +286,7 @@ def _check_too_long(name: str, module: nn.Module, d_model: int, max_len: int, la
     shape = f"x of shape (2, {T}, {d_model})" if shown else "an input"
     what = f"{label} on {shape} with T = max_len + 1"
     x = random_tensor(2, T, d_model, seed=99)
-    outcome = call_with_hints(name, _raises_value_error(module), x, what=what)
+    outcome = call_answer(name, catching(module), x, what=what)
     if isinstance(outcome, ValueError):
         return
     cure = (
@@ -369,7 +357,7 @@ def _rope_case(name: str, answer: Any, x: Tensor, base: float, with_base: bool, 
             "x[..., 0::2].",
         )
     ]
-    got = tensor_result(name, call_with_hints(name, answer, *args, what=what, hints=hints), what)
+    got = tensor_result(name, call_answer(name, answer, *args, what=what, hints=hints), what)
     expect_unchanged(name, {"x": (x_in, x)}, what)
     variants: list[Variant] = [
         (
