@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+# JupyterLab starts in notebooks/ (the nbgrader course root, so its Nbgrader menu works) and opens the student
+# versions in release/. Jupyter refuses to run as root unless told: containers and CI machines often are root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/release
+	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.default_url=/lab/tree/release $(LAB_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup
