@@ -138,7 +138,7 @@ def _write_if_changed(nb, path: Path) -> bool:
     return True
 
 
-def _run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
     # nbgrader runs helper programs (alembic) and kernels by name: put this interpreter's bin folder first.
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -160,7 +160,7 @@ def _temp_course(lesson: str, root: Path) -> Path:
 
 
 def _generate(lesson: str, tmp: Path) -> None:
-    result = _run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
+    result = run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
     if result.returncode != 0:
         raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")
 

@@ -23,9 +23,9 @@ from course_lib.course import (
     CourseError,
     _generate,
     _grade_id,
-    _run_nbgrader,
     _temp_course,
     course_root,
+    run_nbgrader,
 )
 from course_lib.course import lesson_ids as _lesson_ids
 from course_lib.nbgrader_ext import FLAG_MARKER
@@ -154,7 +154,7 @@ def grade_notebook(
         args = ["autograde", lesson, "--student", LEARNER, "--force"]
         if timeout is not None:
             args.append(f"--Execute.timeout={int(timeout)}")
-        result = _run_nbgrader(args, tmp)
+        result = run_nbgrader(args, tmp)
         graded_path = tmp / "autograded" / LEARNER / lesson / f"{lesson}.ipynb"
         if not graded_path.is_file():
             raise CourseError(f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")

@@ -12,14 +12,13 @@ from __future__ import annotations
 import html
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.course import run_nbgrader
 from course_lib.nbgrader_ext import FLAG_MARKER
 from course_lib.selfgrade import grade_notebook
 from tests.nbtools import (
@@ -119,18 +118,7 @@ LOOP_TIMEOUT = 15  # per-cell limit for this test run (the course's own is 60 s)
 
 
 def _nbgrader(args, cwd):
-    env_bin = str(Path(sys.executable).parent)
-    import os
-
-    env = {**os.environ, "PATH": env_bin + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return run_nbgrader(args, cwd, timeout=900)
 
 
 def _submit(course: Path, student: str, lesson: str, nb=None, raw: str | None = None) -> None:
