@@ -97,7 +97,8 @@ class PositionEncoding(nn.Module):
 class LearnedPositionEmbedding(nn.Module):
     """One trainable vector per position, added to x (..., T, d_model) — GPT-2's `wpe`.
 
-    Lesson 03 (learned positions). `init_std` is GPT-2's 0.02; `generator` makes the init repeatable.
+    Lesson 03 (learned positions). `init_std` 0.02 is Hugging Face GPT-2's `initializer_range` (OpenAI's original
+    code drew the position table with 0.01); `generator` makes the init repeatable.
     Unlike the sinusoidal table it cannot say anything about positions >= max_len: it never saw them.
     """
 
