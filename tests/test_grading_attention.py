@@ -8,7 +8,6 @@ that must fail with a message naming it; right answers (and the reference itself
 from __future__ import annotations
 
 import functools
-import time
 
 import pytest
 import torch
@@ -150,11 +149,9 @@ def variant(name: str, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize("name", EXERCISES)
-def test_right_answers_pass_visible_checks_quickly(name):
-    started = time.perf_counter()
+def test_right_answers_pass_visible_checks(name):
     result = check(name)(answer(name))
     assert isinstance(result, Passed) and not result.hidden and result.checks >= 3
-    assert time.perf_counter() - started < 5.0
 
 
 @pytest.mark.parametrize("name", EXERCISES)
@@ -626,13 +623,11 @@ def test_pytorchs_square_subsequent_mask_earns_nothing():
 
 def test_an_endless_loop_is_stopped(monkeypatch):
     monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", 0.3)
-    started = time.perf_counter()
     fails("simple_self_attention", "def simple_self_attention(x):\n    while True:\n        pass\n", "did not finish")
     code = variant(
         "SelfAttention", "q, k, v = self.W_query(x)", "while True:\n            pass\n        q, k, v = self.W_query(x)"
     )
     fails("SelfAttention", code, "did not finish")
-    assert time.perf_counter() - started < 3
 
 
 @pytest.mark.parametrize("name", EXERCISES)

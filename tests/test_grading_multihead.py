@@ -6,8 +6,6 @@ known mistake has a buggy answer whose message must name it.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -96,11 +94,9 @@ RIGHT = {"split_merge_heads": SPLIT_MERGE, "MultiHeadAttention": MHA, "multihead
 
 @pytest.mark.parametrize("name", EXERCISES)
 def test_right_answers_pass_visible_and_hidden_checks(name):
-    started = time.perf_counter()
     result = run_check(name, RIGHT[name])
     assert isinstance(result, Passed) and not result.hidden and result.checks >= 4
     assert run_check(name, RIGHT[name], hidden_cases(LESSON)[name]).hidden
-    assert time.perf_counter() - started < 5.0
 
 
 def test_reference_passes_visible_and_hidden_checks(no_guard):
@@ -382,9 +378,7 @@ def test_pytorchs_multi_head_attention_forward_earns_nothing():
 def test_an_endless_loop_is_stopped(monkeypatch):
     monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", 0.3)
     code = edit(MHA, "        b, t, c = x.shape\n", "        while True:\n            pass\n")
-    started = time.perf_counter()
     fails("MultiHeadAttention", code, "did not finish")
-    assert time.perf_counter() - started < 3
 
 
 def test_unwritten_answers_say_so():

@@ -8,7 +8,6 @@ that must fail with a message naming it; right answers (and the reference itself
 from __future__ import annotations
 
 import functools
-import time
 
 import pytest
 
@@ -155,11 +154,9 @@ def _variant(name: str, old: str, new: str) -> str:
 
 
 @pytest.mark.parametrize("name", EXERCISES)
-def test_right_answers_pass_visible_checks_quickly(name):
-    started = time.perf_counter()
+def test_right_answers_pass_visible_checks(name):
     result = check(name)(answer(name))
     assert isinstance(result, Passed) and not result.hidden and result.checks >= 4
-    assert time.perf_counter() - started < 2.0
 
 
 @pytest.mark.parametrize("name", EXERCISES)
@@ -172,9 +169,7 @@ def test_reference_passes_visible_and_hidden_checks(name, no_guard):
 @pytest.mark.parametrize("name", EXERCISES)
 def test_right_answers_pass_the_lessons_hidden_checks(name):
     cases = hidden_cases(LESSON)[name]
-    started = time.perf_counter()
     assert check(name)(answer(name), cases).hidden
-    assert time.perf_counter() - started < 2.0
 
 
 def test_lesson_solutions_pass_their_own_test_cells():
@@ -600,14 +595,12 @@ def test_a_function_calling_tiktoken_earns_nothing(name, code):
 
 def test_an_endless_loop_is_stopped(monkeypatch):
     monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", 0.3)
-    started = time.perf_counter()
     fails("merge_pair", "def merge_pair(ids, pair, new_id):\n    while True:\n        pass\n", "did not finish")
     fails(
         "train_bpe",
         "def train_bpe(text, vocab_size):\n    i = 0\n    while i < 1:\n        pass\n",
         "did not finish",
     )
-    assert time.perf_counter() - started < 3
 
 
 @pytest.mark.parametrize("name", EXERCISES)
