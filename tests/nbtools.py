@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import re
+import signal
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -66,3 +70,25 @@ def hidden_lines(lesson: str) -> list[str]:
                 if len(line) > 12 and line not in visible:
                     lines.append(line)
     return lines
+
+
+def stop_process_group(proc, grace: float = 20.0) -> None:
+    """Stop a server started with `start_new_session=True`, and everything it started (kernels included).
+
+    SIGTERM first, so Jupyter can shut its kernels down; on a loaded 2-core machine that can take longer than
+    `grace` seconds, and then the group gets SIGKILL. A slow shutdown is not what these tests check.
+    """
+
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # the server has exited; leftover children in its group (a kernel mid-shutdown) go too
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)

@@ -17,6 +17,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.nbtools import stop_process_group
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
@@ -62,6 +64,7 @@ def lab(tmp_path):
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         for _ in range(120):
@@ -74,8 +77,7 @@ def lab(tmp_path):
             pytest.fail("JupyterLab did not start within 60 s")
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        stop_process_group(server)
 
 
 def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):

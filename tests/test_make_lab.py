@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -13,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nbtools import LESSONS
+from tests.nbtools import LESSONS, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [
@@ -53,5 +51,4 @@ def test_make_lab_serves_the_student_versions_with_nbgrader(tmp_path):
         assert "nbgrader.server_extensions.formgrader | extension was successfully loaded" in text
         assert "No nbgrader_config.py file found" not in text and "not a subdirectory" not in text
     finally:
-        os.killpg(lab.pid, signal.SIGTERM)
-        lab.wait(timeout=30)
+        stop_process_group(lab)
