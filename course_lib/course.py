@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
@@ -96,7 +98,8 @@ def _colab_badge(lesson: str, url: str) -> str:
     return f"{BADGE_MARKER}\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
 
 
-def _grade_id(cell) -> str | None:
+def grade_id(cell) -> str | None:
+    """The nbgrader grade_id of a cell, or None for a cell nbgrader does not track."""
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
@@ -114,7 +117,7 @@ def render_source(nb, lesson: str, url: str):
     setup.metadata["editable"] = False
     setup.metadata["deletable"] = False
     cells = [
-        c for c in nb.cells if not (c.cell_type == "markdown" and BADGE_MARKER in c.source) and _grade_id(c) != SETUP_ID
+        c for c in nb.cells if not (c.cell_type == "markdown" and BADGE_MARKER in c.source) and grade_id(c) != SETUP_ID
     ]
     # Badge first; set-up right after the title cell (the first markdown cell).
     title_at = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"), -1)
@@ -152,29 +155,31 @@ def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> su
     )
 
 
-def _temp_course(lesson: str, root: Path) -> Path:
+@contextmanager
+def generated_course(lesson: str, root: Path | None = None) -> Iterator[Path]:
+    """A throw-away nbgrader course holding one lesson's source, with its student version generated.
+
+    Yields the temporary course root (its `release/<lesson>/` is filled in); the folder is removed afterwards.
+    Releasing and self-grading both start here, so the committed course folder is never written by a run.
+    """
+    root = root or course_root()
     tmp = Path(tempfile.mkdtemp(prefix="course-"))
-    shutil.copy(root / "nbgrader_config.py", tmp / "nbgrader_config.py")
-    shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
-    return tmp
-
-
-def _generate(lesson: str, tmp: Path) -> None:
-    result = run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
-    if result.returncode != 0:
-        raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")
+    try:
+        shutil.copy(root / "nbgrader_config.py", tmp / "nbgrader_config.py")
+        shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
+        result = run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
+        if result.returncode != 0:
+            raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def render_release(lesson: str, root: Path | None = None) -> dict[str, str]:
     """The student version(s) nbgrader generates from the current instructor source: {file name: text}."""
-    root = root or course_root()
-    tmp = _temp_course(lesson, root)
-    try:
-        _generate(lesson, tmp)
+    with generated_course(lesson, root) as tmp:
         out = tmp / "release" / lesson
         return {p.name: p.read_text(encoding="utf-8") for p in sorted(out.iterdir()) if p.is_file()}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def release(lessons: list[str] | None = None, root: Path | None = None) -> list[Path]:

@@ -18,6 +18,8 @@ from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
+from course_lib.course import grade_id
+
 __all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "strip_hidden_tests"]
 
 FLAG_MARKER = "course-flag: locked cells restored"
@@ -39,10 +41,6 @@ class _SourceCell:
     points: float | None  # None for cells that are not graded
 
 
-def _grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-
-
 def _same(a: str, b: str) -> bool:
     return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
 
@@ -60,7 +58,7 @@ class RestoreAndFlag(OverwriteCells):
                 _SourceCell(c.name, c.source, c.cell_type, bool(c.locked), c.checksum, points.get(c.name))
                 for c in source_nb.source_cells
             ]
-        submitted = {_grade_id(cell): cell for cell in nb.cells if _grade_id(cell)}
+        submitted = {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
         known = {cell.name for cell in source_cells}
         if source_cells and not known & set(submitted):
             raise ValueError(
@@ -108,7 +106,7 @@ class RestoreAndFlag(OverwriteCells):
             node["outputs"] = []
         position = 0
         for earlier in reversed(order[: order.index(cell.name)]):
-            hits = [i for i, c in enumerate(nb.cells) if _grade_id(c) == earlier]
+            hits = [i for i, c in enumerate(nb.cells) if grade_id(c) == earlier]
             if hits:
                 position = hits[0] + 1
                 break

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +17,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_lib.course import (
-    LEARNER,
-    CourseError,
-    _generate,
-    _grade_id,
-    _temp_course,
-    course_root,
-    run_nbgrader,
-)
+from course_lib.course import LEARNER, CourseError, course_root, generated_course, grade_id, run_nbgrader
 from course_lib.course import lesson_ids as _lesson_ids
 from course_lib.nbgrader_ext import FLAG_MARKER
 
@@ -94,19 +85,17 @@ def _read_submission(path: Path):
 
 
 def _exercise_names(nb) -> list[str]:
-    return [
-        _grade_id(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution") and _grade_id(c)
-    ]
+    return [grade_id(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution") and grade_id(c)]
 
 
 def identify_lesson(nb, path: Path, lesson: str | None, root: Path) -> str:
     """Which lesson a submission belongs to; a clear error when it belongs to none (or to another one)."""
     known = _lesson_ids(root)
-    ids = {_grade_id(c) for c in nb.cells} - {None}
+    ids = {grade_id(c) for c in nb.cells} - {None}
     matches = {}
     for candidate in known:
         source = nbformat.read(root / "source" / candidate / f"{candidate}.ipynb", as_version=4)
-        source_ids = {_grade_id(c) for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
+        source_ids = {grade_id(c) for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
         source_ids |= set(_exercise_names(source))
         matches[candidate] = len(ids & source_ids)
     if lesson is None:
@@ -145,9 +134,7 @@ def grade_notebook(
     path = Path(path)
     nb = _read_submission(path)
     lesson = identify_lesson(nb, path, lesson, root)
-    tmp = _temp_course(lesson, root)
-    try:
-        _generate(lesson, tmp)
+    with generated_course(lesson, root) as tmp:
         target = tmp / "submitted" / LEARNER / lesson
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{lesson}.ipynb")
@@ -160,13 +147,11 @@ def grade_notebook(
             raise CourseError(f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
         graded = nbformat.read(graded_path, as_version=4)
         return _report(lesson, graded, tmp, time.perf_counter() - started)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _report(lesson: str, graded, tmp: Path, seconds: float) -> GradeReport:
     names = _exercise_names(graded)
-    by_cell = {_grade_id(c): c for c in graded.cells if _grade_id(c)}
+    by_cell = {grade_id(c): c for c in graded.cells if grade_id(c)}
     results = {name: ExerciseResult(name, 0.0, 0.0) for name in names}
     with Gradebook(f"sqlite:///{tmp / 'gradebook.db'}") as gb:
         submission = gb.find_submission_notebook(lesson, lesson, LEARNER)

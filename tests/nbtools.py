@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.course import course_root, lesson_ids
+from course_lib.course import course_root, grade_id, lesson_ids
 
 ROOT = course_root()
 LESSONS = lesson_ids()
@@ -30,10 +30,6 @@ def release_path(lesson: str) -> Path:
 
 def read(path: Path):
     return nbformat.read(path, as_version=4)
-
-
-def grade_id(cell) -> str | None:
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
 def answer_names(nb) -> list[str]:
