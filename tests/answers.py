@@ -1,8 +1,8 @@
 """Write learner answers the way a notebook defines them, so the from-scratch guard sees notebook code.
 
-Also the scaffolding the grader tests (tests/test_grading_*.py) share: editing a right answer into a buggy one,
-asserting that a check fails with a message that names the mistake (or that an answer passes), reading the
-hidden cases a lesson's test cells pass, and running a lesson's answer and test cells in order.
+Also the pieces the grader tests (tests/test_grading_*.py, through tests/grader_kit.py) build on: editing a right
+answer into a buggy one, asserting that a check fails with a message that names the mistake, reading the hidden
+cases a lesson's test cells pass, and running a lesson's answer and test cells in order.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from course_lib.grading import GradingError, Passed
+from course_lib.grading import GradingError
 from tests.nbtools import grade_id, read, source_path
 
 
@@ -39,21 +39,13 @@ def edit(code: str, old: str, new: str) -> str:
 
 
 def failure_message(run: Callable[[], Any], *words: str) -> str:
-    """Run a check that must fail; assert that its message contains each of `words` (any case) and return it."""
+    """Run a check that must fail; assert that its message contains each of `words` as written and return it."""
     with pytest.raises(GradingError) as info:
         run()
     message = info.value.message
     for word in words:
-        assert word.lower() in message.lower(), f"{word!r} not in message: {message}"
+        assert word in message, f"{word!r} not in message: {message}"
     return message
-
-
-def assert_passes(check: Callable[..., Any], answer: Any, cases: list, at_least: int = 1) -> None:
-    """Assert that `answer` passes `check` on its visible cases (at least `at_least` checks), then on `cases`."""
-    visible = check(answer)
-    assert isinstance(visible, Passed) and not visible.hidden and visible.checks >= at_least
-    hidden = check(answer, cases)
-    assert hidden.hidden and hidden.checks >= len(cases)
 
 
 # The call in a hidden test cell: check_<exercise>(<answers>, cases=[...]) just before the end marker.

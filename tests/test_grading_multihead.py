@@ -1,22 +1,17 @@
-"""Tests of course_lib.grading.multihead: the graders of lesson 05.
-
-As in tests/test_grading_attention.py, learner answers are notebook code run with `exec` under `__main__`; every
-known mistake has a buggy answer whose message must name it.
-"""
+"""Lesson 05 graders (course_lib.grading.multihead): as for lesson 04 (tests/test_grading_attention.py), every
+known mistake has a buggy answer whose message must name it; the tests run through tests/grader_kit.py."""
 
 from __future__ import annotations
-
-import pytest
-import torch
 
 from course_lib import multihead as ref
 from course_lib.grading import core
 from course_lib.grading import multihead as grading
-from course_lib.grading.core import GradingError, Passed
-from tests.answers import assert_passes, edit, failure_message, hidden_cases, run_cell, run_graded_cells
+from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
 LESSON = "05_multi_head_attention"
-EXERCISES = ["split_merge_heads", "MultiHeadAttention", "multihead_parameter_count"]
+SPLIT = "split_merge_heads"
+MHA_NAME = "MultiHeadAttention"
+COUNT_NAME = "multihead_parameter_count"
 
 # Right answers, written independently of course_lib.
 SPLIT_MERGE = """
@@ -73,281 +68,259 @@ def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):
     return weights + 3 * d_model * int(qkv_bias) + d_model * int(out_bias)
 """
 
+KIT = GraderKit(
+    LESSON,
+    grading,
+    ref,
+    {SPLIT: SPLIT_MERGE, MHA_NAME: MHA, COUNT_NAME: COUNT},
+    parts={SPLIT: ("split_heads", "merge_heads")},
+)
 
-def run_check(name: str, code: str, cases=None):
-    namespace = run_cell(code)
-    if name == "split_merge_heads":
-        return grading.check_split_merge_heads(namespace["split_heads"], namespace["merge_heads"], cases)
-    return getattr(grading, f"check_{name}")(namespace[name], cases)
+_SPLIT = "x.reshape(b, t, n_heads, c // n_heads).permute(0, 2, 1, 3)"
+_MERGE = "x.permute(0, 2, 1, 3).contiguous().view(b, t, h * d)"
+_HEADS = "z.view(b, t, self.h, c // self.h).transpose(1, 2)"
+_PROJECT = "y = self.out_proj(y.transpose(1, 2).reshape(b, t, c))"
+_SDPA_CALL = "attn_mask=allowed, dropout_p=p)"
+_COMBINE = "allowed = lower if allowed is None else allowed & lower"
+_RETURN_COUNT = "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    return {}\n"
 
-
-def fails(name: str, code: str, *words: str, cases=None) -> str:
-    return failure_message(lambda: run_check(name, code, cases), *words)
-
-
-RIGHT = {"split_merge_heads": SPLIT_MERGE, "MultiHeadAttention": MHA, "multihead_parameter_count": COUNT}
-
-
-# ----------------------------------------------------------------------------------------------
-# Right answers pass
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_right_answers_pass_visible_and_hidden_checks(name):
-    result = run_check(name, RIGHT[name])
-    assert isinstance(result, Passed) and not result.hidden and result.checks >= 4
-    assert run_check(name, RIGHT[name], hidden_cases(LESSON)[name]).hidden
-
-
-def test_reference_passes_visible_and_hidden_checks(no_guard):
-    hidden = hidden_cases(LESSON)
-    assert set(hidden) == set(EXERCISES)
-    assert grading.check_split_merge_heads(ref.split_heads, ref.merge_heads).checks >= 4
-    assert grading.check_split_merge_heads(ref.split_heads, ref.merge_heads, hidden["split_merge_heads"]).hidden
-    for name in ["MultiHeadAttention", "multihead_parameter_count"]:
-        assert_passes(getattr(grading, f"check_{name}"), getattr(ref, name), hidden[name], at_least=4)
-
-
-def test_the_sdpa_version_of_the_reference_passes(no_guard):
-    class Fast(ref.MultiHeadAttention):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, use_sdpa=True, **kwargs)
-
-    assert grading.check_MultiHeadAttention(Fast).checks >= 4
-
-
-def test_lesson_solutions_pass_their_own_test_cells():
-    graded = run_graded_cells(LESSON, run_cell(""))
-    assert len(graded) == 2 * len(EXERCISES)
-
-
-# ----------------------------------------------------------------------------------------------
-# split_heads / merge_heads
-
-
-def test_split_with_a_bare_view():
-    code = edit(SPLIT_MERGE, "x.reshape(b, t, n_heads, c // n_heads).permute(0, 2, 1, 3)", "x.view(b, n_heads, t, -1)")
-    message = fails("split_merge_heads", code, "bare view", "transpose(1, 2)")
-    assert "split" in message
-
-
-def test_split_without_the_transpose():
-    code = edit(SPLIT_MERGE, ".permute(0, 2, 1, 3)\n\ndef merge", "\n\ndef merge")
-    fails("split_merge_heads", code, "(B, T, H, D)", "transpose(1, 2)")
-
-
-def test_split_without_the_transpose_when_T_equals_H():
-    code = edit(SPLIT_MERGE, ".permute(0, 2, 1, 3)\n\ndef merge", "\n\ndef merge")
-    fails("split_merge_heads", code, "without a transpose", cases=[(3, 4, 4, 2, 2)])
-
-
-def test_split_interleaving_the_heads():
-    code = edit(
-        SPLIT_MERGE,
-        "x.reshape(b, t, n_heads, c // n_heads).permute(0, 2, 1, 3)",
+# Each known mistake: the right answer with one piece changed (or a whole wrong answer), and what its message names.
+MISTAKES = [
+    # split_heads / merge_heads
+    mistake(
+        SPLIT,
+        _SPLIT,
+        "x.view(b, n_heads, t, -1)",
+        ("bare view", "transpose(1, 2)", "split"),
+        id="split-with-a-bare-view",
+    ),
+    mistake(
+        SPLIT,
+        ".permute(0, 2, 1, 3)\n\ndef merge",
+        "\n\ndef merge",
+        ("(B, T, H, D)", "transpose(1, 2)"),
+        id="split-without-the-transpose",
+    ),
+    mistake(
+        SPLIT,
+        ".permute(0, 2, 1, 3)\n\ndef merge",
+        "\n\ndef merge",
+        "without a transpose",
+        cases=[(3, 4, 4, 2, 2)],
+        id="split-without-the-transpose-when-T-equals-H",
+    ),
+    mistake(
+        SPLIT,
+        _SPLIT,
         "x.reshape(b, t, c // n_heads, n_heads).permute(0, 3, 1, 2)",
-    )
-    fails("split_merge_heads", code, "interleaved", "h*D:(h+1)*D")
-
-
-def test_merge_with_a_bare_view():
-    code = edit(SPLIT_MERGE, "x.permute(0, 2, 1, 3).contiguous().view(b, t, h * d)", "x.reshape(b, t, h * d)")
-    fails("split_merge_heads", code, "merged with a bare view", "transpose(1, 2)")
-
-
-def test_merge_with_view_on_a_transposed_tensor():
-    code = edit(
-        SPLIT_MERGE, "x.permute(0, 2, 1, 3).contiguous().view(b, t, h * d)", "x.transpose(1, 2).view(b, t, h * d)"
-    )
-    fails("split_merge_heads", code, "raised RuntimeError", ".reshape(B, T, H * D)")
-
-
-def test_split_and_merge_that_are_not_inverses():
-    code = edit(
-        SPLIT_MERGE,
-        "x.permute(0, 2, 1, 3).contiguous().view(b, t, h * d)",
+        ("interleaved", "h*D:(h+1)*D"),
+        id="split-interleaving-the-heads",
+    ),
+    mistake(
+        SPLIT,
+        _MERGE,
+        "x.reshape(b, t, h * d)",
+        ("merged with a bare view", "transpose(1, 2)"),
+        id="merge-with-a-bare-view",
+    ),
+    mistake(
+        SPLIT,
+        _MERGE,
+        "x.transpose(1, 2).view(b, t, h * d)",
+        ("raised RuntimeError", ".reshape(B, T, H * D)"),
+        id="merge-with-view-on-a-transposed-tensor",
+    ),
+    mistake(
+        SPLIT,
+        _MERGE,
         "x.permute(0, 2, 1, 3).flip(-1).reshape(b, t, h * d)",
-    )
-    fails("split_merge_heads", code, "merge_heads")
-
-
-# ----------------------------------------------------------------------------------------------
-# MultiHeadAttention
-
-
-def test_mha_heads_split_with_a_bare_view():
-    code = edit(MHA, "z.view(b, t, self.h, c // self.h).transpose(1, 2)", "z.reshape(b, self.h, t, c // self.h)")
-    fails("MultiHeadAttention", code, "split with a bare view", "transpose(1, 2)")
-
-
-def test_mha_heads_merged_with_a_bare_view():
-    code = edit(MHA, "y.transpose(1, 2).reshape(b, t, c)", "y.reshape(b, t, c)")
-    fails("MultiHeadAttention", code, "merged with a bare view")
-
-
-def test_mha_output_projection_not_applied():
-    code = edit(MHA, "y = self.out_proj(y.transpose(1, 2).reshape(b, t, c))", "y = y.transpose(1, 2).reshape(b, t, c)")
-    fails("MultiHeadAttention", code, "missing output projection")
-
-
-def test_mha_without_an_output_projection_layer():
-    code = edit(MHA, "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n", "")
-    code = edit(code, "y = self.out_proj(y.transpose(1, 2).reshape(b, t, c))", "y = y.transpose(1, 2).reshape(b, t, c)")
-    fails("MultiHeadAttention", code, "missing output projection", "nn.Linear(d_model, d_model)")
-
-
-def test_mha_scaled_by_the_model_width():
-    code = edit(MHA, "math.sqrt(q.shape[-1])", "math.sqrt(c)")
-    code = edit(code, "attn_mask=allowed, dropout_p=p)", "attn_mask=allowed, dropout_p=p, scale=1 / math.sqrt(c))")
-    fails("MultiHeadAttention", code, "sqrt(d_model)", "sqrt(d_head)")
-
-
-def test_mha_scaled_by_d_head():
-    code = edit(MHA, "math.sqrt(q.shape[-1])", "q.shape[-1]")
-    code = edit(code, "attn_mask=allowed, dropout_p=p)", "attn_mask=allowed, dropout_p=p, scale=1 / q.shape[-1])")
-    fails("MultiHeadAttention", code, "divided by d_head")
-
-
-def test_mha_qkv_read_per_head():
-    code = edit(
-        MHA,
+        "merge_heads",
+        id="split-and-merge-not-inverses",
+    ),
+    wrong_answer(
+        SPLIT,
+        "def split_heads(x, n_heads):\n    raise NotImplementedError()\n\n"
+        "def merge_heads(x):\n    raise NotImplementedError()\n",
+        "not written yet",
+        id="split-merge-unwritten",
+    ),
+    # MultiHeadAttention
+    mistake(
+        MHA_NAME,
+        _HEADS,
+        "z.reshape(b, self.h, t, c // self.h)",
+        ("split with a bare view", "transpose(1, 2)"),
+        id="mha-heads-split-with-a-bare-view",
+    ),
+    mistake(
+        MHA_NAME,
+        "y.transpose(1, 2).reshape(b, t, c)",
+        "y.reshape(b, t, c)",
+        "merged with a bare view",
+        id="mha-heads-merged-with-a-bare-view",
+    ),
+    mistake(
+        MHA_NAME,
+        _PROJECT,
+        "y = y.transpose(1, 2).reshape(b, t, c)",
+        "missing output projection",
+        id="mha-output-projection-not-applied",
+    ),
+    mistake(
+        MHA_NAME,
+        "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n",
+        "",
+        ("missing output projection", "nn.Linear(d_model, d_model)"),
+        also=[(_PROJECT, "y = y.transpose(1, 2).reshape(b, t, c)")],
+        id="mha-without-an-output-projection-layer",
+    ),
+    mistake(
+        MHA_NAME,
+        "math.sqrt(q.shape[-1])",
+        "math.sqrt(c)",
+        ("sqrt(d_model)", "sqrt(d_head)"),
+        also=[(_SDPA_CALL, "attn_mask=allowed, dropout_p=p, scale=1 / math.sqrt(c))")],
+        id="mha-scaled-by-the-model-width",
+    ),
+    mistake(
+        MHA_NAME,
+        "math.sqrt(q.shape[-1])",
+        "q.shape[-1]",
+        "divided by d_head",
+        also=[(_SDPA_CALL, "attn_mask=allowed, dropout_p=p, scale=1 / q.shape[-1])")],
+        id="mha-scaled-by-d_head",
+    ),
+    mistake(
+        MHA_NAME,
         "q, k, v = [z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in self.qkv(x).chunk(3, dim=-1)]",
         "q, k, v = self.qkv(x).view(b, t, self.h, 3 * (c // self.h)).transpose(1, 2).chunk(3, dim=-1)",
-    )
-    fails("MultiHeadAttention", code, "[q | k | v]")
-
-
-def test_mha_causal_mask_dropped_when_a_mask_is_given():
-    code = edit(
-        MHA,
-        "allowed = lower if allowed is None else allowed & lower",
+        "[q | k | v]",
+        id="mha-qkv-read-per-head",
+    ),
+    mistake(
+        MHA_NAME,
+        _COMBINE,
         "allowed = lower if allowed is None else allowed",
-    )
-    fails("MultiHeadAttention", code, "causal mask was dropped", "combine")
-
-
-def test_mha_mask_dropped_when_causal():
-    code = edit(MHA, "allowed = lower if allowed is None else allowed & lower", "allowed = lower")
-    fails("MultiHeadAttention", code, "the mask was dropped", "combine")
-
-
-def test_mha_not_causal():
-    code = edit(MHA, "if self.causal:", "if False:")
-    fails("MultiHeadAttention", code, "causal mask was ignored")
-
-
-def test_mha_causal_mask_without_the_diagonal():
-    code = edit(MHA, "dtype=torch.bool, device=x.device).tril()", "dtype=torch.bool, device=x.device).tril(-1)")
-    fails("MultiHeadAttention", code, "diagonal is excluded")
-
-
-def test_mha_inverted_mask():
-    code = edit(MHA, "scores.masked_fill(~allowed", "scores.masked_fill(allowed")
-    code = edit(
-        code, "attn_mask=allowed, dropout_p=p)", "attn_mask=None if allowed is None else ~allowed, dropout_p=p)"
-    )
-    fails("MultiHeadAttention", code, "inverted")
-
-
-def test_mha_weights_averaged_over_heads():
-    code = edit(MHA, "return (y, weights) if need_weights", "return (y, weights.mean(dim=1)) if need_weights")
-    fails("MultiHeadAttention", code, "averaged over the heads", "(B, H, T, T)")
-
-
-def test_mha_weights_returned_before_dropout():
-    code = edit(
-        MHA,
+        ("causal mask was dropped", "Combine"),
+        id="mha-causal-mask-dropped-when-a-mask-is-given",
+    ),
+    mistake(
+        MHA_NAME,
+        _COMBINE,
+        "allowed = lower",
+        ("the mask was dropped", "Combine"),
+        id="mha-mask-dropped-when-causal",
+    ),
+    mistake(MHA_NAME, "if self.causal:", "if False:", "causal mask was ignored", id="mha-not-causal"),
+    mistake(
+        MHA_NAME,
+        "dtype=torch.bool, device=x.device).tril()",
+        "dtype=torch.bool, device=x.device).tril(-1)",
+        "diagonal is excluded",
+        id="mha-causal-mask-without-the-diagonal",
+    ),
+    mistake(
+        MHA_NAME,
+        "scores.masked_fill(~allowed",
+        "scores.masked_fill(allowed",
+        "inverted",
+        also=[(_SDPA_CALL, "attn_mask=None if allowed is None else ~allowed, dropout_p=p)")],
+        id="mha-inverted-mask",
+    ),
+    mistake(
+        MHA_NAME,
+        "return (y, weights) if need_weights",
+        "return (y, weights.mean(dim=1)) if need_weights",
+        ("averaged over the heads", "(B, H, T, T)"),
+        id="mha-weights-averaged-over-heads",
+    ),
+    mistake(
+        MHA_NAME,
         "weights = self.drop(scores.softmax(-1))\n            y = weights @ v",
         "weights = scores.softmax(-1)\n            y = self.drop(weights) @ v",
-    )
-    fails("MultiHeadAttention", code, "before dropout")
-
-
-def test_mha_dropout_never_applied():
-    code = edit(MHA, "weights = self.drop(scores.softmax(-1))", "weights = scores.softmax(-1)")
-    fails("MultiHeadAttention", code, "nothing was dropped")
-
-
-def test_mha_separate_projections():
-    code = edit(
-        MHA,
+        "before dropout",
+        id="mha-weights-returned-before-dropout",
+    ),
+    mistake(
+        MHA_NAME,
+        "weights = self.drop(scores.softmax(-1))",
+        "weights = scores.softmax(-1)",
+        "nothing was dropped",
+        id="mha-dropout-never-applied",
+    ),
+    mistake(
+        MHA_NAME,
         "self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)",
         "self.W_query = nn.Linear(d_model, d_model, bias=bias)\n        self.W_key = nn.Linear(d_model, d_model)",
-    )
-    fails("MultiHeadAttention", code, "no `qkv` layer", "3 * d_model")
-
-
-def test_mha_persistent_causal_mask():
-    code = edit(
-        MHA,
+        ("no `qkv` layer", "3 * d_model"),
+        id="mha-separate-projections",
+    ),
+    mistake(
+        MHA_NAME,
         "        self.drop = nn.Dropout(dropout)\n",
         "        self.drop = nn.Dropout(dropout)\n        self.register_buffer('lower', torch.ones(64, 64).tril())\n",
-    )
-    fails("MultiHeadAttention", code, "state dict should hold exactly", "extra ['lower']")
+        ("state dict should hold exactly", "extra ['lower']"),
+        id="mha-persistent-causal-mask",
+    ),
+    mistake(
+        MHA_NAME,
+        "self.out_proj = nn.Linear(d_model, d_model, bias=bias)",
+        "self.out_proj = nn.Linear(d_model, d_model)",
+        "extra ['out_proj.bias']",
+        id="mha-ignoring-the-bias-flag",
+    ),
+    mistake(
+        MHA_NAME,
+        "return (y, weights) if need_weights else y",
+        "return y, None",
+        "return the output tensor only",
+        id="mha-returning-a-tuple-by-default",
+    ),
+    wrong_answer(
+        MHA_NAME,
+        "from torch import nn\n\nclass MultiHeadAttention(nn.Module):\n    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__()\n        raise NotImplementedError()\n",
+        "not written yet",
+        id="mha-unwritten",
+    ),
+    # multihead_parameter_count
+    wrong_answer(
+        COUNT_NAME,
+        _RETURN_COUNT.format("3 * d_model * d_model + 3 * d_model * int(qkv_bias)"),
+        "output projection",
+        id="count-without-the-output-projection",
+    ),
+    wrong_answer(
+        COUNT_NAME, _RETURN_COUNT.format("4 * d_model * d_model"), "biases are missing", id="count-without-biases"
+    ),
+    wrong_answer(
+        COUNT_NAME,
+        _RETURN_COUNT.format("4 * d_model * d_model + d_model * int(qkv_bias) + d_model * int(out_bias)"),
+        "3*d_model entries",
+        id="count-one-qkv-bias-row",
+    ),
+    wrong_answer(
+        COUNT_NAME,
+        _RETURN_COUNT.format("4 * d_model * d_model + 4 * d_model"),
+        "bias flag is False",
+        id="count-ignoring-the-bias-flags",
+    ),
+    wrong_answer(
+        COUNT_NAME,
+        _RETURN_COUNT.format("float(4 * d_model * d_model + 3 * d_model * int(qkv_bias) + d_model * int(out_bias))"),
+        "Python int",
+        id="count-as-a-float",
+    ),
+    wrong_answer(
+        COUNT_NAME,
+        "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    raise NotImplementedError()\n",
+        "not written yet",
+        cases=HIDDEN,
+        id="count-unwritten-on-the-hidden-cases",
+    ),
+]
 
-
-def test_mha_ignoring_the_bias_flag():
-    code = edit(
-        MHA, "self.out_proj = nn.Linear(d_model, d_model, bias=bias)", "self.out_proj = nn.Linear(d_model, d_model)"
-    )
-    fails("MultiHeadAttention", code, "extra ['out_proj.bias']")
-
-
-def test_mha_returning_a_tuple_by_default():
-    code = edit(MHA, "return (y, weights) if need_weights else y", "return y, None")
-    fails("MultiHeadAttention", code, "return the output tensor only")
-
-
-# ----------------------------------------------------------------------------------------------
-# multihead_parameter_count
-
-
-@pytest.mark.parametrize(
-    ("body", "words"),
-    [
-        ("3 * d_model * d_model + 3 * d_model * int(qkv_bias)", "output projection"),
-        ("4 * d_model * d_model", "biases are missing"),
-        ("4 * d_model * d_model + d_model * int(qkv_bias) + d_model * int(out_bias)", "3*d_model entries"),
-        ("4 * d_model * d_model + 4 * d_model", "bias flag is False"),
-        ("float(4 * d_model * d_model + 3 * d_model * int(qkv_bias) + d_model * int(out_bias))", "Python int"),
-    ],
-)
-def test_parameter_count_mistakes(body, words):
-    code = f"def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    return {body}\n"
-    fails("multihead_parameter_count", code, words)
-
-
-# ----------------------------------------------------------------------------------------------
-# From-scratch guard, unwritten answers
-
-
-def test_the_reference_objects_earn_nothing():
-    with pytest.raises(GradingError, match="earns no points"):
-        grading.check_MultiHeadAttention(ref.MultiHeadAttention)
-    with pytest.raises(GradingError, match="course_lib.multihead.split_heads"):
-        grading.check_split_merge_heads(ref.split_heads, run_cell(SPLIT_MERGE)["merge_heads"])
-    with pytest.raises(GradingError, match="course_lib.multihead.merge_heads"):
-        grading.check_split_merge_heads(run_cell(SPLIT_MERGE)["split_heads"], ref.merge_heads)
-    with pytest.raises(GradingError, match="course_lib.multihead.multihead_parameter_count"):
-        grading.check_multihead_parameter_count(ref.multihead_parameter_count)
-
-
-def test_a_subclass_of_the_reference_earns_nothing():
-    code = "from course_lib.multihead import MultiHeadAttention as Base\n\n"
-    code += "class MultiHeadAttention(Base):\n    pass\n"
-    fails("MultiHeadAttention", code, "subclasses", "earns no points")
-
-
-def test_a_function_calling_the_reference_split_earns_nothing():
-    code = "import course_lib.multihead as m\n\ndef split_heads(x, n_heads):\n    return m.split_heads(x, n_heads)\n\n"
-    code += "def merge_heads" + SPLIT_MERGE.split("def merge_heads")[1]
-    fails("split_merge_heads", code, "course_lib.multihead.split_heads", "earns no points")
-
-
-def test_pytorchs_multihead_module_earns_nothing():
-    subclass = "from torch import nn\n\nclass MultiHeadAttention(nn.MultiheadAttention):\n    pass\n"
-    fails("MultiHeadAttention", subclass, "subclasses", "torch.nn.MultiheadAttention")
-    wrapper = """
+_PYTORCHS_MODULE_WRAPPED = """
 import torch
 from torch import nn
 
@@ -360,52 +333,79 @@ class MultiHeadAttention(nn.Module):
         out, weights = self.inner(x, x, x, need_weights=need_weights, average_attn_weights=False)
         return (out, weights) if need_weights else out
 """
-    fails("MultiHeadAttention", wrapper, "torch.nn.MultiheadAttention", "earns no points")
+_RIGHT_SPLIT, _RIGHT_MERGE = KIT.answer(SPLIT)
 
-
-def test_pytorchs_multi_head_attention_forward_earns_nothing():
-    code = edit(
-        MHA,
+# Answers that are not written from scratch: the reference (in part, subclassed or called) or PyTorch's own version.
+BORROWED = [
+    wrong_answer(
+        SPLIT, (ref.split_heads, _RIGHT_MERGE), "course_lib.multihead.split_heads", id="the-reference-split-heads"
+    ),
+    wrong_answer(
+        SPLIT, (_RIGHT_SPLIT, ref.merge_heads), "course_lib.multihead.merge_heads", id="the-reference-merge-heads"
+    ),
+    wrong_answer(
+        SPLIT,
+        "import course_lib.multihead as m\n\ndef split_heads(x, n_heads):\n    return m.split_heads(x, n_heads)\n\n"
+        "def merge_heads" + SPLIT_MERGE.split("def merge_heads")[1],
+        ("course_lib.multihead.split_heads", "earns no points"),
+        id="split-calling-the-reference",
+    ),
+    wrong_answer(
+        MHA_NAME,
+        "from course_lib.multihead import MultiHeadAttention as Base\n\nclass MultiHeadAttention(Base):\n    pass\n",
+        ("subclasses", "earns no points"),
+        id="mha-subclass-of-the-reference",
+    ),
+    wrong_answer(
+        MHA_NAME,
+        "from torch import nn\n\nclass MultiHeadAttention(nn.MultiheadAttention):\n    pass\n",
+        ("subclasses", "torch.nn.MultiheadAttention"),
+        id="mha-subclass-of-pytorchs-module",
+    ),
+    wrong_answer(
+        MHA_NAME,
+        _PYTORCHS_MODULE_WRAPPED,
+        ("torch.nn.MultiheadAttention", "earns no points"),
+        id="mha-wrapping-pytorchs-module",
+    ),
+    mistake(
+        MHA_NAME,
         "    def forward(self, x, mask=None, need_weights=False):\n",
         "    def forward(self, x, mask=None, need_weights=False):\n"
         "        F.multi_head_attention_forward(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1),"
         " x.shape[-1], self.h, self.qkv.weight, self.qkv.bias, None, None, False, 0.0, self.out_proj.weight,"
         " self.out_proj.bias, training=False)\n",
-    )
-    fails("MultiHeadAttention", code, "torch.nn.functional.multi_head_attention_forward", "earns no points")
+        ("torch.nn.functional.multi_head_attention_forward", "earns no points"),
+        id="mha-calling-pytorchs-multi-head-attention-forward",
+    ),
+]
+
+
+def test_the_sdpa_version_of_the_reference_passes(no_guard):
+    class Fast(ref.MultiHeadAttention):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, use_sdpa=True, **kwargs)
+
+    assert grading.check_MultiHeadAttention(Fast).checks >= 4
 
 
 def test_an_endless_loop_is_stopped(monkeypatch):
     monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", 0.3)
-    code = edit(MHA, "        b, t, c = x.shape\n", "        while True:\n            pass\n")
-    fails("MultiHeadAttention", code, "did not finish")
-
-
-def test_unwritten_answers_say_so():
-    stub = "def split_heads(x, n_heads):\n    raise NotImplementedError()\n\n"
-    stub += "def merge_heads(x):\n    raise NotImplementedError()\n"
-    fails("split_merge_heads", stub, "not written yet")
-    mha = "from torch import nn\n\nclass MultiHeadAttention(nn.Module):\n    def __init__(self, *args, **kwargs):\n"
-    mha += "        super().__init__()\n        raise NotImplementedError()\n"
-    fails("MultiHeadAttention", mha, "not written yet")
-    count = "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    raise NotImplementedError()\n"
-    fails(
-        "multihead_parameter_count", count, "not written yet", cases=hidden_cases(LESSON)["multihead_parameter_count"]
-    )
-
-
-def test_checks_leave_the_global_random_state_alone():
-    torch.manual_seed(5)
-    before = torch.random.get_rng_state()
-    run_check("MultiHeadAttention", MHA)
-    assert torch.equal(torch.random.get_rng_state(), before)
+    code = KIT.variant(MHA_NAME, "        b, t, c = x.shape\n", "        while True:\n            pass\n")
+    KIT.fails(MHA_NAME, code, "did not finish")
 
 
 def test_hidden_case_messages_name_the_case_not_its_input():
-    code = edit(MHA, "z.view(b, t, self.h, c // self.h).transpose(1, 2)", "z.reshape(b, self.h, t, c // self.h)")
-    hidden = hidden_cases(LESSON)["MultiHeadAttention"]
-    message = fails("MultiHeadAttention", code, "<hidden case 2>", "bare view", cases=hidden)  # case 1: one head
+    code = KIT.variant(MHA_NAME, _HEADS, "z.reshape(b, self.h, t, c // self.h)")
+    message = KIT.fails(MHA_NAME, code, "<hidden case 2>", "bare view", cases=KIT.hidden(MHA_NAME))  # 1: one head
     assert "(2, 7, 16)" not in message and "random" not in message
-    code = "def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):\n    return 4 * d_model * d_model\n"
-    message = fails("multihead_parameter_count", code, "<hidden case 1>", cases=[(7, True, True)])
+    code = _RETURN_COUNT.format("4 * d_model * d_model")
+    message = KIT.fails(COUNT_NAME, code, "<hidden case 1>", cases=[(7, True, True)])
     assert "196" not in message and "224" not in message
+
+
+class TestGraders(LessonGraderTests):
+    kit = KIT
+    at_least = 4
+    mistakes = MISTAKES
+    borrowed = BORROWED

@@ -1,15 +1,17 @@
-"""Lesson 03 graders: the lesson's answers pass; each common mistake is named; the reference earns nothing."""
+"""Lesson 03 graders: the lesson's answers pass; each common mistake is named; the reference earns nothing.
+
+The tests every lesson gets, and the tables below, run through tests/grader_kit.py.
+"""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from course_lib import position
-from course_lib.grading import GradingError
-from course_lib.grading.position import check_apply_rope, check_PositionEncoding, check_sinusoidal_position_encoding
-from tests.answers import assert_passes, define, hidden_cases
+from course_lib.grading import position as grading
+from tests.grader_kit import GraderKit, LessonGraderTests, wrong_answer
+
+SIN_PE = "sinusoidal_position_encoding"
 
 # The answers of the lesson notebook (notebooks/source/03_position_encoding), as a learner would write them.
 SINUSOIDAL = """
@@ -57,29 +59,12 @@ def apply_rope(x, base=10000.0):
     return rotated.flatten(-2)  # (..., T, D)
 """
 
-# The hidden cases of the lesson notebook, as its hidden test cells pass them.
-HIDDEN = hidden_cases("03_position_encoding")
-
-CHECKS = {
-    "sinusoidal_position_encoding": (check_sinusoidal_position_encoding, SINUSOIDAL),
-    "PositionEncoding": (check_PositionEncoding, MODULE),
-    "apply_rope": (check_apply_rope, ROPE),
-}
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_lesson_answers_pass_visible_and_hidden_cases(name):
-    check, code = CHECKS[name]
-    answer = define(code, name)
-    assert "visible checks passed" in repr(check(answer))
-    assert "hidden checks passed" in repr(check(answer, cases=HIDDEN[name]))
-
-
-@pytest.mark.parametrize("name", list(CHECKS))
-def test_reference_agrees_with_its_grader_when_the_guard_is_off(name, no_guard):
-    assert set(HIDDEN) == set(CHECKS)
-    check, _ = CHECKS[name]
-    assert_passes(check, getattr(position, name), HIDDEN[name])
+KIT = GraderKit(
+    "03_position_encoding",
+    grading,
+    position,
+    {SIN_PE: SINUSOIDAL, "PositionEncoding": MODULE, "apply_rope": ROPE},
+)
 
 
 # sinusoidal_position_encoding with one line changed
@@ -139,109 +124,120 @@ def _rope(
 SIN_FILL_SWAPPED = "pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)"
 SIN_FILL_HALVES = "pe = torch.cat((torch.sin(angle), torch.cos(angle)), dim=-1)"
 
+# Each known mistake, as a whole answer built from one of the templates above, and what its message names.
+MISTAKES = [
+    # sinusoidal_position_encoding
+    wrong_answer(SIN_PE, _table(fill=SIN_FILL_SWAPPED), "sine and cosine are swapped", id="sinusoidal-sin-cos-swapped"),
+    wrong_answer(
+        SIN_PE,
+        _table(exponent="torch.arange(d_model // 2).float() / d_model"),
+        "2i/d_model",
+        id="sinusoidal-exponent-i-not-2i",
+    ),
+    wrong_answer(SIN_PE, _table(fill=SIN_FILL_HALVES), "interleaved", id="sinusoidal-halves-not-interleaved"),
+    wrong_answer(
+        SIN_PE,
+        _table(position="torch.arange(1, max_len + 1).float()[:, None]"),
+        "positions start at 1",
+        id="sinusoidal-positions-start-at-1",
+    ),
+    wrong_answer(SIN_PE, _table(base="10000.0"), "use the `base` argument", id="sinusoidal-base-ignored"),
+    wrong_answer(SIN_PE, _table(result="pe.T"), "transposed", id="sinusoidal-transposed"),
+    wrong_answer(SIN_PE, _table(check_odd=False), "raise a ValueError", id="sinusoidal-odd-d_model-accepted"),
+    wrong_answer(
+        SIN_PE,
+        "def f(max_len, d_model, base=10000.0):\n    raise NotImplementedError()",
+        "not written yet",
+        id="sinusoidal-unwritten",
+    ),
+    # PositionEncoding
+    wrong_answer(
+        "PositionEncoding",
+        _module(store="self.pe = table"),
+        "plain attribute, not a buffer",
+        id="module-table-as-plain-attribute",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(store="self.register_buffer('pe', table, persistent=False)"),
+        "non-persistent buffer",
+        id="module-non-persistent-buffer",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(store="self.pe = nn.Parameter(table)"),
+        "nn.Parameter",
+        id="module-table-as-parameter",
+    ),
+    wrong_answer(
+        "PositionEncoding", _module(store="self.table = table"), "no attribute `pe`", id="module-buffer-not-named-pe"
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(store="self.register_buffer('pe', table[None])"),
+        "without a batch dimension",
+        id="module-table-with-a-batch-dimension",
+    ),
+    wrong_answer(
+        "PositionEncoding", _module(signature="max_len, d_model"), "in this order", id="module-arguments-swapped"
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(forward="return x + self.pe[: x.shape[-2]]"),
+        "must raise a ValueError when T",
+        id="module-too-long-input-accepted",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(forward="return x + self.pe[: x.shape[1]]"),
+        "T = x.shape[-2]",
+        id="module-length-from-dim-1",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(forward="return x + self.pe[1 : x.shape[-2] + 1]"),
+        "first position is row 0",
+        id="module-rows-from-1",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _module(forward="x += self.pe[: x.shape[-2]]\n        return x"),
+        "in place",
+        id="module-adds-in-place",
+    ),
+    # apply_rope
+    wrong_answer(
+        "apply_rope",
+        _rope(pairs="x[..., : D // 2], x[..., D // 2 :]", out="torch.cat((a * cos - b * sin, a * sin + b * cos), -1)"),
+        "rotate half",
+        id="rope-rotate-half",
+    ),
+    wrong_answer(
+        "apply_rope",
+        _rope(out="torch.cat((a * cos - b * sin, a * sin + b * cos), -1)"),
+        "channels 2i and 2i+1",
+        id="rope-pairs-not-put-back-in-place",
+    ),
+    wrong_answer(
+        "apply_rope",
+        _rope(out="torch.stack((a * cos + b * sin, b * cos - a * sin), dim=-1).flatten(-2)"),
+        "wrong way",
+        id="rope-rotates-the-wrong-way",
+    ),
+    wrong_answer(
+        "apply_rope",
+        _rope(positions="torch.arange(1, T + 1).float()"),
+        "positions start at 1",
+        id="rope-positions-start-at-1",
+    ),
+    wrong_answer(
+        "apply_rope", _rope(exponent="torch.arange(D // 2).float() / D"), "base**(-2i/D)", id="rope-exponent-i-not-2i"
+    ),
+    wrong_answer("apply_rope", _rope(base="10000.0"), "use the `base` argument", id="rope-base-ignored"),
+    wrong_answer("apply_rope", _rope(T="x.shape[0]"), "positions run along dim -2", id="rope-positions-along-dim-0"),
+]
 
-@pytest.mark.parametrize(
-    "check, code, words",
-    [
-        # sinusoidal_position_encoding
-        (check_sinusoidal_position_encoding, _table(fill=SIN_FILL_SWAPPED), "sine and cosine are swapped"),
-        (
-            check_sinusoidal_position_encoding,
-            _table(exponent="torch.arange(d_model // 2).float() / d_model"),
-            "2i/d_model",
-        ),
-        (check_sinusoidal_position_encoding, _table(fill=SIN_FILL_HALVES), "interleaved"),
-        (
-            check_sinusoidal_position_encoding,
-            _table(position="torch.arange(1, max_len + 1).float()[:, None]"),
-            "positions start at 1",
-        ),
-        (check_sinusoidal_position_encoding, _table(base="10000.0"), "use the `base` argument"),
-        (check_sinusoidal_position_encoding, _table(result="pe.T"), "transposed"),
-        (check_sinusoidal_position_encoding, _table(check_odd=False), "raise a ValueError"),
-        (
-            check_sinusoidal_position_encoding,
-            "def f(max_len, d_model, base=10000.0):\n    raise NotImplementedError()",
-            "not written yet",
-        ),
-        # PositionEncoding
-        (check_PositionEncoding, _module(store="self.pe = table"), "plain attribute, not a buffer"),
-        (
-            check_PositionEncoding,
-            _module(store="self.register_buffer('pe', table, persistent=False)"),
-            "non-persistent buffer",
-        ),
-        (check_PositionEncoding, _module(store="self.pe = nn.Parameter(table)"), "nn.Parameter"),
-        (check_PositionEncoding, _module(store="self.table = table"), "no attribute `pe`"),
-        (check_PositionEncoding, _module(store="self.register_buffer('pe', table[None])"), "without a batch dimension"),
-        (check_PositionEncoding, _module(signature="max_len, d_model"), "in this order"),
-        (
-            check_PositionEncoding,
-            _module(forward="return x + self.pe[: x.shape[-2]]"),
-            "must raise a ValueError when T",
-        ),
-        (check_PositionEncoding, _module(forward="return x + self.pe[: x.shape[1]]"), "T = x.shape[-2]"),
-        (check_PositionEncoding, _module(forward="return x + self.pe[1 : x.shape[-2] + 1]"), "first position is row 0"),
-        (check_PositionEncoding, _module(forward="x += self.pe[: x.shape[-2]]\n        return x"), "in place"),
-        # apply_rope
-        (
-            check_apply_rope,
-            _rope(
-                pairs="x[..., : D // 2], x[..., D // 2 :]", out="torch.cat((a * cos - b * sin, a * sin + b * cos), -1)"
-            ),
-            "rotate half",
-        ),
-        (check_apply_rope, _rope(out="torch.cat((a * cos - b * sin, a * sin + b * cos), -1)"), "channels 2i and 2i+1"),
-        (
-            check_apply_rope,
-            _rope(out="torch.stack((a * cos + b * sin, b * cos - a * sin), dim=-1).flatten(-2)"),
-            "wrong way",
-        ),
-        (check_apply_rope, _rope(positions="torch.arange(1, T + 1).float()"), "positions start at 1"),
-        (check_apply_rope, _rope(exponent="torch.arange(D // 2).float() / D"), "base**(-2i/D)"),
-        (check_apply_rope, _rope(base="10000.0"), "use the `base` argument"),
-        (check_apply_rope, _rope(T="x.shape[0]"), "positions run along dim -2"),
-    ],
-)
-def test_common_mistakes_are_named(check, code, words):
-    with pytest.raises(GradingError, match=re.escape(words)):
-        check(define(code, "f") if "def f(" in code else define(code, "P"))
-
-
-@pytest.mark.parametrize(
-    "name, answer",
-    [
-        ("sinusoidal_position_encoding", position.sinusoidal_position_encoding),
-        ("PositionEncoding", position.PositionEncoding),
-        ("apply_rope", position.apply_rope),
-        (
-            "sinusoidal_position_encoding",
-            define(
-                "from course_lib import position as ref\n\n"
-                "def f(n, d, base=10000.0):\n    return ref.sinusoidal_position_encoding(n, d, base)",
-                "f",
-            ),
-        ),
-        (
-            "PositionEncoding",
-            define("from course_lib.position import PositionEncoding as PE\n\nclass P(PE):\n    pass", "P"),
-        ),
-        (
-            "apply_rope",
-            define(
-                "from course_lib.position import apply_rope as r\n\ndef f(x, base=10000.0):\n    return r(x, base)", "f"
-            ),
-        ),
-    ],
-)
-def test_the_reference_earns_nothing(name, answer):
-    check, _ = CHECKS[name]
-    with pytest.raises(GradingError, match=f"write `{name}` yourself"):
-        check(answer)
-
-
-def test_a_module_that_builds_the_reference_module_at_run_time_earns_nothing():
-    code = """
+_MODULE_BUILT_AT_RUN_TIME = """
 import importlib
 from torch import nn
 
@@ -255,33 +251,82 @@ class P(nn.Module):
     def forward(self, x):
         return self.inner(x)
 """
-    with pytest.raises(GradingError, match="write `PositionEncoding` yourself"):
-        check_PositionEncoding(define(code, "P"))
+
+# Answers that wrap, subclass or call the reference.
+BORROWED = [
+    wrong_answer(
+        SIN_PE,
+        "from course_lib import position as ref\n\n"
+        "def f(n, d, base=10000.0):\n    return ref.sinusoidal_position_encoding(n, d, base)",
+        f"write `{SIN_PE}` yourself",
+        id="sinusoidal-calling-the-reference",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        "from course_lib.position import PositionEncoding as PE\n\nclass P(PE):\n    pass",
+        "write `PositionEncoding` yourself",
+        id="module-subclass-of-the-reference",
+    ),
+    wrong_answer(
+        "apply_rope",
+        "from course_lib.position import apply_rope as r\n\ndef f(x, base=10000.0):\n    return r(x, base)",
+        "write `apply_rope` yourself",
+        id="rope-calling-the-reference",
+    ),
+    wrong_answer(
+        "PositionEncoding",
+        _MODULE_BUILT_AT_RUN_TIME,
+        "write `PositionEncoding` yourself",
+        id="module-building-the-reference-module-at-run-time",
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    "check, code, words, first",
+    "name, code, words, first",
     [
-        (check_sinusoidal_position_encoding, _table(fill=SIN_FILL_SWAPPED), "sine and cosine are swapped", 0),
-        (check_sinusoidal_position_encoding, _table(base="10000.0"), "use the `base` argument", 0),
-        (check_PositionEncoding, _module(store="self.register_buffer('pe', table[None])"), "without a batch", 0),
-        (check_PositionEncoding, _module(forward="return x + self.pe[: x.shape[-2]]"), "must raise a ValueError", 0),
+        pytest.param(SIN_PE, _table(fill=SIN_FILL_SWAPPED), "sine and cosine are swapped", 0, id="sinusoidal-swapped"),
+        pytest.param(SIN_PE, _table(base="10000.0"), "use the `base` argument", 0, id="sinusoidal-base-ignored"),
+        pytest.param(
+            "PositionEncoding",
+            _module(store="self.register_buffer('pe', table[None])"),
+            "without a batch",
+            0,
+            id="module-batch-dimension",
+        ),
+        pytest.param(
+            "PositionEncoding",
+            _module(forward="return x + self.pe[: x.shape[-2]]"),
+            "must raise a ValueError",
+            0,
+            id="module-too-long-input-accepted",
+        ),
         # the first hidden case uses T = max_len, where rows 1..T do not exist: start at the second
-        (check_PositionEncoding, _module(forward="return x + self.pe[1 : x.shape[-2] + 1]"), "row 0", 1),
-        (
-            check_apply_rope,
+        pytest.param(
+            "PositionEncoding",
+            _module(forward="return x + self.pe[1 : x.shape[-2] + 1]"),
+            "row 0",
+            1,
+            id="module-rows-from-1",
+        ),
+        pytest.param(
+            "apply_rope",
             _rope(out="torch.stack((a * cos + b * sin, b * cos - a * sin), dim=-1).flatten(-2)"),
             "wrong way",
             0,
+            id="rope-rotates-the-wrong-way",
         ),
     ],
 )
-def test_hidden_cases_are_named_by_number_and_their_inputs_stay_hidden(check, code, words, first):
-    name = check.__name__.removeprefix("check_")
-    with pytest.raises(GradingError) as failure:
-        check(define(code, "f") if "def f(" in code else define(code, "P"), cases=HIDDEN[name][first:])
-    message = failure.value.message
-    assert "<hidden case " in message and words in message
+def test_hidden_cases_are_named_by_number_and_their_inputs_stay_hidden(name, code, words, first):
+    message = KIT.fails(name, code, "<hidden case ", words, cases=KIT.hidden(name)[first:])
     assert "of shape (" not in message
-    for case in HIDDEN[name]:  # no hidden input appears in the message
+    for case in KIT.hidden(name):  # no hidden input appears in the message
         assert repr(case) not in message and repr(case[:2])[1:-1] not in message
+
+
+class TestGraders(LessonGraderTests):
+    kit = KIT
+    at_least = 3
+    mistakes = MISTAKES
+    borrowed = BORROWED
