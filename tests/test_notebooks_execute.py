@@ -1,4 +1,5 @@
-"""Every lesson's instructor source executes top to bottom, headless, with no error (nbclient)."""
+"""Every lesson's instructor source executes top to bottom, headless, with no error (nbclient), and its outputs
+show what its text says they show (tests/lesson_claims.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.lesson_claims import check_claims
 from tests.nbtools import LESSONS, source_path
 
 pytestmark = pytest.mark.slow
@@ -28,3 +30,5 @@ def test_instructor_source_executes(lesson, monkeypatch):
     shown = "".join(o.get("data", {}).get("text/plain", "") for o in setup.outputs)
     assert "ready" in shown, f"the set-up cell reported a problem: {shown}"
     assert os.environ["COURSE_SELF_GRADE"] == "off"
+    # The lesson's claims about computed results ("far closer to village than to city") against these outputs.
+    check_claims(lesson, nb)
