@@ -11,13 +11,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.nbtools import stop_process_group
+from tests.nbtools import solved, stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -35,6 +37,8 @@ weights = torch.softmax(torch.randn(5, 5, generator=torch.Generator().manual_see
 attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline check")
 """
 
+SAVED_AS = "my lesson 00.ipynb"
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -48,6 +52,8 @@ def lab(tmp_path):
     nb.cells = [nbformat.v4.new_code_cell(CELL)]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
     nbformat.write(nb, tmp_path / "chart.ipynb")
+    # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
+    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     server = subprocess.Popen(
@@ -61,6 +67,8 @@ def lab(tmp_path):
             "--IdentityProvider.token=",
             "--ServerApp.password=",
             f"--ServerApp.root_dir={tmp_path}",
+            # a workspace of its own: JupyterLab would otherwise reopen the tabs of an earlier run (~/.jupyter)
+            f"--LabApp.workspaces_dir={tmp_path / '.workspaces'}",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -80,16 +88,24 @@ def lab(tmp_path):
         stop_process_group(server)
 
 
-def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
+@contextmanager
+def _browser():
     from playwright.sync_api import sync_playwright
 
-    outside = []
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
         )
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        try:
+            yield browser.new_page(viewport={"width": 1200, "height": 900})
+        finally:
+            browser.close()
+
+
+def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
+    outside = []
+    with _browser() as page:
 
         def only_local(route):
             if route.request.url.startswith("http://127.0.0.1"):
@@ -103,5 +119,20 @@ def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
         page.wait_for_selector(".vega-embed svg, .vega-embed canvas", timeout=90_000)
         # nbgrader's JupyterLab extension adds a top-level "Nbgrader" menu.
         page.get_by_text("Nbgrader", exact=True).first.wait_for(timeout=30_000)
-        browser.close()
     assert outside == []
+
+
+def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
+    """Run All in a real JupyterLab: the self-grade cell finds the saved notebook through the kernel's session."""
+    with _browser() as page:
+        page.goto(f"{lab}/lab/tree/{quote(SAVED_AS)}")
+        page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+        page.get_by_text("| Idle").first.wait_for(timeout=90_000)  # the status bar: the kernel is up
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        report = page.get_by_text("Lesson 00_welcome: 9 / 9 points").first
+        try:
+            report.wait_for(timeout=240_000)  # executes the lesson, then nbgrader generate + autograde
+        except Exception:
+            page.screenshot(path="/tmp/lab_selfgrade.png", full_page=True)
+            raise
