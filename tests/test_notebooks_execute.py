@@ -22,7 +22,9 @@ def test_instructor_source_executes(lesson, monkeypatch):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     path = source_path(lesson)
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    # 180 s a cell (the slowest takes ~15 s). Generous, and it bounds a stall seen once in a CI-like run: the kernel
+    # sat idle while nbclient waited ~10 minutes for a reply, then the lesson passed (it looks like nbclient#312).
+    client = NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
     client.execute()  # raises CellExecutionError naming the cell on the first error
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == []
