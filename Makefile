@@ -23,8 +23,9 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.default_url=/lab/tree/release $(LAB_ARGS)
 
+# Two workers (CI has 2 cores); the 12 slowest tests are listed at the end, to see where CI's time goes.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=12
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check course_lib tests
