@@ -55,3 +55,44 @@ def test_ci_runs_the_readme_test_command():
     makefile = (ROOT / "Makefile").read_text()
     # torch is pinned for a fresh venv, so pip never picks a multi-GB CUDA build on a CPU machine by default.
     assert re.search(r"^TORCH \?= torch==\d", makefile, re.M)
+
+
+GROUPED = """
+import os
+import pytest
+
+@pytest.fixture(scope="module", params=[pytest.param(x, marks=pytest.mark.xdist_group(f"g-{x}")) for x in "ab"])
+def built_once(request):
+    with open(os.environ["SETUPS"], "a") as f:
+        f.write(f"{request.param} {os.environ['PYTEST_XDIST_WORKER']}\\n")
+    return request.param
+
+@pytest.mark.parametrize("n", range(4))
+def test_uses_the_group(built_once, n):
+    pass
+"""
+
+
+def test_xdist_groups_hold(tmp_path):
+    """`make test` uses `--dist loadgroup` so that each lesson's graded class is built once, on one worker.
+
+    With pytest 9.2 and pytest-xdist 3.8 the groups were silently ignored and every class was built on both
+    workers, costing CI minutes; this runs a small session the way `make test` does and counts the set-ups.
+    """
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_grouped.py").write_text(GROUPED)
+    setups = tmp_path / "setups.txt"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        env=dict(os.environ, SETUPS=str(setups)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = sorted(setups.read_text().split("\n")[:-1])
+    assert [line.split()[0] for line in lines] == ["a", "b"], f"each group's fixture must be built once: {lines}"
