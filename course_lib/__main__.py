@@ -1,11 +1,11 @@
-"""Command line: `python -m course_lib {release,check,grade} ...` (see course_lib.course)."""
+"""Command line: `python -m course_lib {release,check,grade} ...` (see course_lib.workflow.course)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from course_lib.course import CourseError, release, stale_files
+from course_lib.workflow.course import CourseError, release, stale_files
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in stale:
                 print(f"stale: {name}  (run `make release` and commit the result)")
             return 1 if stale else 0
-        from course_lib.selfgrade import grade_notebook
+        from course_lib.workflow.selfgrade import grade_notebook
 
         if not args.notebook:
             parser.error(

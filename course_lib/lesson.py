@@ -114,7 +114,7 @@ def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: in
     if os.environ.get("COURSE_SELF_GRADE", "").lower() == "off":
         return "Self-grading is switched off here (COURSE_SELF_GRADE=off)."
     try:
-        from course_lib.selfgrade import grade_notebook
+        from course_lib.workflow.selfgrade import grade_notebook
     except ImportError:
         return (
             "Self-grading needs nbgrader, which is not installed here. Install it with "

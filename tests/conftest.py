@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.grading import guard
+from course_lib.grading.kit import guard
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.course import course_root, grade_id, lesson_ids
+from course_lib.workflow.course import course_root, grade_id, lesson_ids
 
 ROOT = course_root()
 LESSONS = lesson_ids()

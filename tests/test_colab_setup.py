@@ -27,7 +27,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.course import LESSON_DATA, SETUP_ID, repo_url
+from course_lib.workflow import manifest
+from course_lib.workflow.course import SETUP_ID, repo_url
 from tests.nbtools import ROOT, grade_id, release_path
 
 REPO = ROOT.parent
@@ -89,7 +90,7 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_fetches
     installed = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
     assert installed == ["course_lib"], f"pip installed more than the course: {installed}"
     assert "ready" in run.stdout, run.stdout  # start_lesson's report: data present, seeds set
-    assert sorted(p.name for p in (clone / "data" / "cache").iterdir()) == sorted(LESSON_DATA[LESSON])
+    assert sorted(p.name for p in (clone / "data" / "cache").iterdir()) == sorted(list(manifest.lesson(LESSON).data))
 
     after = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert after.returncode == 0, after.stderr

@@ -10,7 +10,8 @@ from collections import Counter
 
 import pytest
 
-from course_lib.course import BADGE_MARKER, LESSON_DATA, SETUP_ID, repo_url, stale_files
+from course_lib.workflow import manifest
+from course_lib.workflow.course import BADGE_MARKER, SETUP_ID, repo_url, stale_files
 from tests.nbtools import LESSONS, ROOT, answer_names, grade_id, hidden_lines, read, release_path, source_path
 
 
@@ -43,7 +44,7 @@ def test_lesson_structure_follows_the_template(lesson):
     setup = nb.cells[2]
     assert grade_id(setup) == SETUP_ID and setup.metadata["nbgrader"]["locked"]
     assert repo_url() in setup.source and f'start_lesson("{lesson}"' in setup.source
-    assert repr(LESSON_DATA.get(lesson, [])) in setup.source
+    assert repr(list(manifest.lesson(lesson).data)) in setup.source
     # No outputs committed in instructor sources.
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
     # At least three exercises, each with a visible and a hidden test cell carrying points.

@@ -10,7 +10,7 @@ import torch
 
 from course_lib import attention as ref
 from course_lib.grading import attention as grading
-from course_lib.grading import core
+from course_lib.grading.kit import core
 from tests.answers import run_cell
 from tests.grader_kit import GraderKit, LessonGraderTests, mistake, wrong_answer
 from tests.nbtools import read, source_path

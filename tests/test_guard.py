@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from course_lib import attention, tokenization
 from course_lib.grading import GradingError, call_answer, check_definition
-from course_lib.grading.guard import FORBIDDEN_SHORTCUTS, REFERENCE_MODULES, forbidden_for
+from course_lib.grading.kit.guard import FORBIDDEN_SHORTCUTS, REFERENCE_MODULES, forbidden_for
 from tests.answers import define
 
 Q = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))

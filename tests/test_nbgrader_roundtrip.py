@@ -18,9 +18,9 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.course import run_nbgrader
-from course_lib.nbgrader_ext import FLAG_MARKER
-from course_lib.selfgrade import grade_notebook
+from course_lib.workflow.course import run_nbgrader
+from course_lib.workflow.nbgrader_ext import FLAG_MARKER
+from course_lib.workflow.selfgrade import grade_notebook
 from tests.nbtools import (
     LESSONS,
     ROOT,
@@ -270,7 +270,7 @@ def test_self_grade_reports_each_exercise(lesson, tmp_path):
     assert all(r.score == r.max_score for n, r in rows.items() if n != name)
     assert f"{report.score:g} / {report.max_score:g}" in str(report)
     nbformat.write(read(release_path(_other_lesson(lesson))), path)
-    from course_lib.course import CourseError
+    from course_lib.workflow.course import CourseError
 
     with pytest.raises(CourseError, match="cannot be graded as"):
         grade_notebook(path)

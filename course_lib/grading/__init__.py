@@ -1,14 +1,14 @@
-"""Grading helpers for the course's nbgrader test cells (COURSE_SPEC §5).
+"""The graders of the lessons' exercises: one module per lesson, holding its `check_<exercise>` functions.
 
-`core` holds the toolkit (errors, guarded calls, comparisons, seeded inputs), `guard` the from-scratch guard,
-`diagnose` the comparison with known wrong variants that names a learner's likely mistake, and
-`attention_common` what the attention graders of lessons 04 and 05 share. One module per lesson holds its
-`check_<exercise>` functions, e.g. `course_lib.grading.tokenization`; a long lesson keeps one unit in a second
-module that the lesson's module re-exports (`bpe` for lesson 01, `attention_modules` for lesson 04), so a test
-cell always imports from the lesson's module.
+A test cell imports from its lesson's module (`from course_lib.grading.attention import check_causal_mask`). A
+long lesson keeps one unit in a second module that the lesson's module re-exports (`tokenization_bpe` for the
+byte-pair-encoding exercises of lesson 01, `attention_modules` for lesson 04), and `attention_common` holds
+what the attention graders of lessons 04 and 05 share. The machinery every grader is built from — messages,
+guarded calls, comparisons, the from-scratch guard, naming known mistakes, and the remote answers through which
+a graded notebook's code is reached — lives in `course_lib.grading.kit`.
 """
 
-from course_lib.grading.core import (
+from course_lib.grading.kit.core import (
     GradingError,
     Passed,
     call_answer,
@@ -19,7 +19,7 @@ from course_lib.grading.core import (
     generator,
     random_tensor,
 )
-from course_lib.grading.guard import check_definition, watch_calls
+from course_lib.grading.kit.guard import check_definition, watch_calls
 
 __all__ = [
     "GradingError",

@@ -26,7 +26,6 @@ import torch
 from torch import Tensor
 
 from course_lib import attention as ref
-from course_lib.grading import core
 from course_lib.grading.attention_common import (
     NEG_INF,
     attend,
@@ -39,9 +38,10 @@ from course_lib.grading.attention_common import (
     same_values,
 )
 from course_lib.grading.attention_modules import check_CausalSelfAttention, check_CrossAttention, check_SelfAttention
-from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, tagged_cases
-from course_lib.grading.diagnose import Variant
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit import core
+from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, expect_close, tagged_cases
+from course_lib.grading.kit.diagnose import Variant
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = [
     "check_simple_self_attention",
@@ -88,8 +88,8 @@ _SIMPLE_CASES: list = ["journey", (4, 5, 1), (3, 2, 2), (1, 3, 3)]
 @keeps_rng
 def check_simple_self_attention(answer: Any, cases: list | None = None) -> Passed:
     """Check `simple_self_attention(x)`. A case is "journey" (the lesson's 6x3 example) or `(T, C, seed)`."""
-    name = "simple_self_attention"
-    check_definition(name, answer)
+    name = Graded(ref.simple_self_attention)
+    check_definition(answer, reference=ref.simple_self_attention)
     run = tagged_cases(cases, _SIMPLE_CASES)
     for tag, case in run:
         if case == "journey":
@@ -161,8 +161,8 @@ def check_scaled_dot_product_attention(answer: Any, cases: list | None = None) -
     A case is `(lead, Tq, Tk, dk, dv, mask_kind, seed)`: q (*lead, Tq, dk), k (*lead, Tk, dk), v (*lead, Tk, dv)
     and a mask of kind None, "causal", "padding" or "random" (see `make_mask`).
     """
-    name = "scaled_dot_product_attention"
-    check_definition(name, answer)
+    name = Graded(ref.scaled_dot_product_attention)
+    check_definition(answer, reference=ref.scaled_dot_product_attention)
     run = tagged_cases(cases, _SDPA_CASES)
     for tag, (lead, Tq, Tk, dk, dv, kind, seed) in run:
         lead = tuple(lead)
@@ -240,8 +240,8 @@ _CAUSAL_CASES: list = [4, 6, 1]
 @keeps_rng
 def check_causal_mask(answer: Any, cases: list | None = None) -> Passed:
     """Check `causal_mask(T, device=None)`. A case is a length T; the first is also called with device="cpu"."""
-    name = "causal_mask"
-    check_definition(name, answer)
+    name = Graded(ref.causal_mask)
+    check_definition(answer, reference=ref.causal_mask)
     run = tagged_cases(cases, _CAUSAL_CASES)
     for i, (tag, T) in enumerate(run):
         _causal_case(name, answer, int(T), with_device=i == 0, tag=tag)

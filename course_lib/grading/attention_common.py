@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from course_lib.grading import core
-from course_lib.grading.core import GradingError, Passed, expect_type
-from course_lib.grading.diagnose import Variant, find_mistake
+from course_lib.grading.kit import core, remote
+from course_lib.grading.kit.core import GradingError, Passed, expect_type
+from course_lib.grading.kit.diagnose import Variant, find_mistake
 
 __all__ = [
     "NEG_INF",
@@ -67,9 +67,9 @@ def build_module(name: str, cls: Any, *args: Any, what: str, seed: int = 0, **kw
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         module = call_without_grad(name, cls, *args, what=what, **kwargs)
-    if not isinstance(module, nn.Module):
+    if not remote.is_instance(module, nn.Module):
         raise GradingError(
-            name, f"{what} gave a {type(module).__name__}, not an nn.Module. Define `class {name}(nn.Module)`."
+            name, f"{what} gave a {remote.type_name(module)}, not an nn.Module. Define `class {name}(nn.Module)`."
         )
     return module.train(False)
 

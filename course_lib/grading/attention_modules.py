@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import attention as ref
-from course_lib.grading import core
 from course_lib.grading.attention_common import (
     attend,
     attention_mistakes,
@@ -33,9 +32,10 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.core import GradingError, Passed, call_label, catching, expect_close, tagged_cases
-from course_lib.grading.diagnose import Variant
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit import core, remote
+from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, catching, expect_close, tagged_cases
+from course_lib.grading.kit.diagnose import Variant
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_SelfAttention", "check_CausalSelfAttention", "check_CrossAttention"]
 
@@ -65,10 +65,10 @@ def _expect_linears(
                 f"{what} has no attribute `{attr}`. The contract names the layers: "
                 f"{', '.join(f'self.{a} = nn.Linear(...)' for a in shapes)}.",
             )
-        if not isinstance(layer, nn.Linear):
+        if not remote.is_instance(layer, nn.Linear):
             raise GradingError(
                 name,
-                f"`{attr}` is a {type(layer).__name__}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
+                f"`{attr}` is a {remote.type_name(layer)}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
                 "bias=...), so that its weights can be compared with the reference.",
             )
         if (layer.in_features, layer.out_features) != (n_in, n_out):
@@ -105,8 +105,8 @@ _SELF_CASES: list = [(2, 5, 4, 6, False, 0), (1, 3, 3, 2, True, 1), (3, 4, 8, 8,
 @keeps_rng
 def check_SelfAttention(answer: Any, cases: list | None = None) -> Passed:
     """Check `SelfAttention(d_in, d_out, qkv_bias=False)`. A case is `(B, T, d_in, d_out, qkv_bias, seed)`."""
-    name = "SelfAttention"
-    check_definition(name, answer)
+    name = Graded(ref.SelfAttention)
+    check_definition(answer, reference=ref.SelfAttention)
     run = tagged_cases(cases, _SELF_CASES)
     for tag, (B, T, d_in, d_out, bias, seed) in run:
         what = call_label(name, f"{d_in}, {d_out}, qkv_bias={bias}", tag)
@@ -177,8 +177,8 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
     A case is `(B, T, d_in, d_out, context_length, qkv_bias, seed)` with T <= context_length. Every run also
     checks the state dict, the ValueError for T > context_length and dropout on the attention weights.
     """
-    name = "CausalSelfAttention"
-    check_definition(name, answer)
+    name = Graded(ref.CausalSelfAttention)
+    check_definition(answer, reference=ref.CausalSelfAttention)
     run = tagged_cases(cases, _CAUSAL_SELF_CASES)
     for tag, (B, T, d_in, d_out, context_length, bias, seed) in run:
         what = call_label(name, f"{d_in}, {d_out}, context_length={context_length}, qkv_bias={bias}", tag)
@@ -337,8 +337,8 @@ def check_CrossAttention(answer: Any, cases: list | None = None) -> Passed:
     A case is `(B, Tq, Tk, d_model, d_memory, mask_kind, qkv_bias, seed)`; d_memory None uses the default
     (d_model); mask_kind None, "padding" (B, 1, Tk) or "random" (B, Tq, Tk).
     """
-    name = "CrossAttention"
-    check_definition(name, answer)
+    name = Graded(ref.CrossAttention)
+    check_definition(answer, reference=ref.CrossAttention)
     run = tagged_cases(cases, _CROSS_CASES)
     for tag, (B, Tq, Tk, d_model, d_memory, kind, bias, seed) in run:
         _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, tag)
@@ -353,7 +353,10 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, ta
     else:
         what = call_label(name, f"{d_model}, d_memory={d_memory}, qkv_bias={bias}", tag)
         module = build_module(name, answer, d_model, d_memory, what=what, seed=seed, qkv_bias=bias)
-    if isinstance(getattr(module, "W_query", None), nn.Linear) and module.W_query.in_features == d_mem != d_model:
+    if (
+        remote.is_instance(getattr(module, "W_query", None), nn.Linear)
+        and module.W_query.in_features == d_mem != d_model
+    ):
         raise GradingError(
             name,
             f"{what}: W_query reads d_memory features, so queries would come from the memory. "

@@ -4,7 +4,7 @@ Every check follows the same recipe: `check_definition` first (the from-scratch 
 seeded random inputs, the expected value from the reference in `course_lib.embeddings` computed *outside* the
 learner's call, and the learner's answer through `call_answer`. When the two differ, the check computes each
 known wrong variant on the same input and, if the learner's output equals one of them, names that mistake;
-otherwise it reports the shapes and the largest difference (`course_lib.grading.diagnose`).
+otherwise it reports the shapes and the largest difference (`course_lib.grading.kit.diagnose`).
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
 each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
@@ -22,7 +22,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from course_lib import embeddings as ref
-from course_lib.grading.core import (
+from course_lib.grading.kit.core import (
+    Graded,
     GradingError,
     Hint,
     Passed,
@@ -33,8 +34,8 @@ from course_lib.grading.core import (
     random_tensor,
     tagged_cases,
 )
-from course_lib.grading.diagnose import Variant, close, diagnose_tensor, find_mistake, tensor_result
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit.diagnose import Variant, close, diagnose_tensor, find_mistake, tensor_result
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_cosine_similarity", "check_most_similar", "check_one_hot_embed"]
 
@@ -73,8 +74,8 @@ def check_one_hot_embed(answer: Any, cases: list | None = None) -> Passed:
     A case is `(ids, V, C, seed)`: `ids` a shape (random ids in 0..V-1 drawn with `seed`) or a list of ids;
     `weight` is a seeded random (V, C) matrix.
     """
-    name = "one_hot_embed"
-    check_definition(name, answer)
+    name = Graded(ref.one_hot_embed)
+    check_definition(answer, reference=ref.one_hot_embed)
     chosen = tagged_cases(cases, _ONE_HOT_CASES)
     for tag, (ids_spec, V, C, seed) in chosen:
         if isinstance(ids_spec, list):
@@ -143,8 +144,8 @@ def check_cosine_similarity(answer: Any, cases: list | None = None) -> Passed:
 
     A case is `(a_shape, b_shape, seed)`; both end in the same C, the other dimensions broadcast.
     """
-    name = "cosine_similarity"
-    check_definition(name, answer)
+    name = Graded(ref.cosine_similarity)
+    check_definition(answer, reference=ref.cosine_similarity)
     chosen = tagged_cases(cases, _COSINE_CASES)
     for tag, (a_shape, b_shape, seed) in chosen:
         a = random_tensor(*a_shape, seed=seed)
@@ -234,8 +235,8 @@ def check_most_similar(answer: Any, cases: list | None = None) -> Passed:
     A case is `(V, C, k, seed, query_row)` (random rows of varied lengths; `query_row` None for a random query,
     or the row used as the query) or `("explicit", query, matrix, k)` with nested lists.
     """
-    name = "most_similar"
-    check_definition(name, answer)
+    name = Graded(ref.most_similar)
+    check_definition(answer, reference=ref.most_similar)
     chosen = tagged_cases(cases, _SIMILAR_CASES)
     for tag, case in chosen:
         query, matrix, k, query_row = _similar_inputs(case)

@@ -21,7 +21,6 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import multihead as ref
-from course_lib.grading import core
 from course_lib.grading.attention_common import (
     attend,
     attention_mistakes,
@@ -34,9 +33,19 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.core import GradingError, Passed, call_label, describe, expect_close, is_int, tagged_cases
-from course_lib.grading.diagnose import Variant
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit import core
+from course_lib.grading.kit.core import (
+    Graded,
+    GradingError,
+    Passed,
+    call_label,
+    describe,
+    expect_close,
+    is_int,
+    tagged_cases,
+)
+from course_lib.grading.kit.diagnose import Variant
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_split_merge_heads", "check_MultiHeadAttention", "check_multihead_parameter_count"]
 
@@ -64,21 +73,21 @@ def check_split_merge_heads(split_heads: Any, merge_heads: Any, cases: list | No
 
     A case is `(B, T, H, D, seed)`. Messages are tagged with the function they are about.
     """
-    check_definition("split_heads", split_heads)
-    check_definition("merge_heads", merge_heads)
+    check_definition(split_heads, reference=ref.split_heads)
+    check_definition(merge_heads, reference=ref.merge_heads)
     run = tagged_cases(cases, _SPLIT_CASES)
     for tag, (B, T, H, D, seed) in run:
         x = core.random_tensor(B, T, H * D, seed=seed)
         heads = _split_case(split_heads, x, H, tag)
         _merge_case(merge_heads, core.random_tensor(B, H, T, D, seed=seed + 100), tag)
         round_trip = "merge_heads(split_heads(x))" if tag is None else f"merge_heads(split_heads(<{tag}>))"
-        back = call_without_grad("merge_heads", merge_heads, heads, what=round_trip)
+        back = call_without_grad(Graded(ref.merge_heads), merge_heads, heads, what=round_trip)
         expect_close("merge_heads", back, x, f"{round_trip} should give x back")
     return Passed("split_merge_heads", 3 * len(run), hidden=cases is not None)
 
 
 def _split_case(split_heads: Any, x: Tensor, H: int, tag: str | None) -> Tensor:
-    name = "split_heads"
+    name = Graded(ref.split_heads)
     B, T, C = x.shape
     D = C // H
     expected = ref.split_heads(x, H)
@@ -103,7 +112,7 @@ def _split_case(split_heads: Any, x: Tensor, H: int, tag: str | None) -> Tensor:
 
 
 def _merge_case(merge_heads: Any, y: Tensor, tag: str | None) -> None:
-    name = "merge_heads"
+    name = Graded(ref.merge_heads)
     B, H, T, D = y.shape
     expected = ref.merge_heads(y)
     what = call_label(name, f"x of shape {tuple(y.shape)}", tag)
@@ -152,8 +161,8 @@ def check_MultiHeadAttention(answer: Any, cases: list | None = None) -> Passed:
     "random". Each case checks the state dict, the output and `need_weights=True`; every run also checks
     dropout (the returned weights are the ones that multiply V).
     """
-    name = "MultiHeadAttention"
-    check_definition(name, answer)
+    name = Graded(ref.MultiHeadAttention)
+    check_definition(answer, reference=ref.MultiHeadAttention)
     run = tagged_cases(cases, _MHA_CASES)
     for tag, (B, T, d_model, n_heads, causal, kind, bias, seed) in run:
         _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, tag)
@@ -376,8 +385,8 @@ _COUNT_CASES: list = [(8, True, True), (768, True, True), (12, False, False), (1
 def check_multihead_parameter_count(answer: Any, cases: list | None = None) -> Passed:
     """Check `multihead_parameter_count(d_model, qkv_bias=True, out_bias=True)`; a case is
     `(d_model, qkv_bias, out_bias)`."""
-    name = "multihead_parameter_count"
-    check_definition(name, answer)
+    name = Graded(ref.multihead_parameter_count)
+    check_definition(answer, reference=ref.multihead_parameter_count)
     run = tagged_cases(cases, _COUNT_CASES)
     for tag, (d, qkv_bias, out_bias) in run:
         expected = ref.multihead_parameter_count(d, qkv_bias=qkv_bias, out_bias=out_bias)

@@ -3,7 +3,7 @@
 The recipe is lesson 02's (see `course_lib.grading.embeddings`): the guard first, seeded inputs, expected
 values from `course_lib.position` computed outside the learner's call, and on a mismatch each known wrong
 variant of the formula is computed on the same input so that the mistake can be named
-(`course_lib.grading.diagnose`).
+(`course_lib.grading.kit.diagnose`).
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
 each check's docstring) and only those run. Messages about a hidden case call it "<hidden case k>" and never show
@@ -20,7 +20,9 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import position as ref
-from course_lib.grading.core import (
+from course_lib.grading.kit import remote
+from course_lib.grading.kit.core import (
+    Graded,
     GradingError,
     Hint,
     Passed,
@@ -31,8 +33,8 @@ from course_lib.grading.core import (
     random_tensor,
     tagged_cases,
 )
-from course_lib.grading.diagnose import Variant, diagnose_tensor, tensor_result
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit.diagnose import Variant, diagnose_tensor, tensor_result
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_PositionEncoding", "check_apply_rope", "check_sinusoidal_position_encoding"]
 
@@ -135,8 +137,8 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
     A case is `(max_len, d_model)` or `(max_len, d_model, base)` with d_model even; every run also checks that
     an odd d_model raises ValueError.
     """
-    name = "sinusoidal_position_encoding"
-    check_definition(name, answer)
+    name = Graded(ref.sinusoidal_position_encoding)
+    check_definition(answer, reference=ref.sinusoidal_position_encoding)
     chosen = tagged_cases(cases, _SINUSOID_CASES)
     for tag, case in chosen:
         max_len, d_model = case[:2]
@@ -193,8 +195,8 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
 
     A case is `(d_model, max_len, x_shape, seed)` with x_shape = (..., T, d_model) and T <= max_len.
     """
-    name = "PositionEncoding"
-    check_definition(name, answer)
+    name = Graded(ref.PositionEncoding)
+    check_definition(answer, reference=ref.PositionEncoding)
     chosen = tagged_cases(cases, _MODULE_CASES)
     for tag, (d_model, max_len, x_shape, seed) in chosen:
         label = call_label(name, f"{d_model}, {max_len}", tag)  # how the module is named in messages
@@ -208,10 +210,10 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
 
 def _build_module(name: str, answer: Any, d_model: int, max_len: int, label: str) -> nn.Module:
     module = call_answer(name, answer, d_model, max_len, what=label)
-    if not isinstance(module, nn.Module):
+    if not remote.is_instance(module, nn.Module):
         raise GradingError(
             name,
-            f"{label} made a {type(module).__name__}, not a torch.nn.Module: write `class "
+            f"{label} made a {remote.type_name(module)}, not a torch.nn.Module: write `class "
             "PositionEncoding(nn.Module)` and call super().__init__() first in __init__.",
         )
     return module
@@ -224,7 +226,7 @@ def _check_buffer(name: str, module: nn.Module, table: Tensor, d_model: int, max
         raise GradingError(
             name, f"{what}: the module has no attribute `pe`; store the table with self.register_buffer('pe', table)."
         )
-    if isinstance(pe, nn.Parameter):
+    if "pe" in {parameter for parameter, _ in module.named_parameters()}:
         raise GradingError(
             name,
             f"{what} is an nn.Parameter, so an optimizer would train it. The sinusoidal table is fixed: make it a "
@@ -334,8 +336,8 @@ def check_apply_rope(answer: Any, cases: list | None = None) -> Passed:
 
     A case is `(x_shape, seed)` or `(x_shape, seed, base)`, x_shape = (..., T, D) with D even.
     """
-    name = "apply_rope"
-    check_definition(name, answer)
+    name = Graded(ref.apply_rope)
+    check_definition(answer, reference=ref.apply_rope)
     chosen = tagged_cases(cases, _ROPE_CASES)
     for tag, case in chosen:
         x = random_tensor(*case[0], seed=case[1])

@@ -1,14 +1,14 @@
 """Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise of COURSE_SPEC §6).
 
 This module grades the word tokenizer (`SimpleTokenizer`) and the training windows (`sliding_window_pairs`);
-the byte-pair encoding exercises are graded in `course_lib.grading.bpe` and re-exported here, so that every
+the byte-pair encoding exercises are graded in `course_lib.grading.tokenization_bpe` and re-exported here, so that every
 test cell of the lesson imports from `course_lib.grading.tokenization`.
 
 Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
 the expected value from the reference in `course_lib.tokenization`, computed *outside* the learner's call,
 and the learner's answer through `call_answer`. When the two differ, the check computes the output of each
 known wrong variant on the same input and, if the learner's output equals one of them, names that mistake;
-otherwise it reports the input, the expected value and what came back (`course_lib.grading.diagnose`).
+otherwise it reports the input, the expected value and what came back (`course_lib.grading.kit.diagnose`).
 
 With `cases=None` a check runs its visible cases; a hidden test cell passes its own `cases` (the format is in
 each check's docstring) and only those run. Messages about a hidden case call it "hidden case k" instead of
@@ -25,14 +25,8 @@ from typing import Any
 import torch
 
 from course_lib import tokenization as ref
-from course_lib.grading.bpe import (
-    check_bpe_decode,
-    check_bpe_encode,
-    check_get_pair_counts,
-    check_merge_pair,
-    check_train_bpe,
-)
-from course_lib.grading.core import (
+from course_lib.grading.kit.core import (
+    Graded,
     GradingError,
     Hint,
     Passed,
@@ -43,8 +37,15 @@ from course_lib.grading.core import (
     expect_type,
     tagged_cases,
 )
-from course_lib.grading.diagnose import Variant, diagnose_value
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit.diagnose import Variant, diagnose_value
+from course_lib.grading.kit.guard import check_definition
+from course_lib.grading.tokenization_bpe import (
+    check_bpe_decode,
+    check_bpe_encode,
+    check_get_pair_counts,
+    check_merge_pair,
+    check_train_bpe,
+)
 
 __all__ = [
     "check_SimpleTokenizer",
@@ -88,8 +89,8 @@ def check_SimpleTokenizer(answer: Any, cases: list | None = None) -> Passed:
     A case is `(vocab_or_training_text, text)`: a dict vocabulary (with "<|unk|>"), or a training text whose
     vocabulary `course_lib.tokenization.build_vocab` builds. `text` is encoded; the expected ids are decoded.
     """
-    name = "SimpleTokenizer"
-    check_definition(name, answer)
+    name = Graded(ref.SimpleTokenizer)
+    check_definition(answer, reference=ref.SimpleTokenizer)
     checks = 0
     for tag, (source, text) in tagged_cases(cases, _TOKENIZER_CASES):
         vocab = dict(source) if isinstance(source, dict) else ref.build_vocab(source)
@@ -179,8 +180,8 @@ def check_sliding_window_pairs(answer: Any, cases: list | None = None) -> Passed
 
     A case is `(token_ids, context_length, stride)` with `len(token_ids) > context_length`.
     """
-    name = "sliding_window_pairs"
-    check_definition(name, answer)
+    name = Graded(ref.sliding_window_pairs)
+    check_definition(answer, reference=ref.sliding_window_pairs)
     tagged = tagged_cases(cases, _WINDOW_CASES)
     for tag, (ids, length, stride) in tagged:
         _window_case(name, answer, [int(i) for i in ids], length, stride, tag)

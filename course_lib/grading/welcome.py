@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from course_lib import welcome as ref
-from course_lib.grading.core import (
+from course_lib.grading.kit.core import (
+    Graded,
     GradingError,
     Passed,
     call_answer,
@@ -16,7 +17,7 @@ from course_lib.grading.core import (
     random_tensor,
     tagged_cases,
 )
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_count_characters", "check_next_token_pairs", "check_normalize_rows"]
 
@@ -26,8 +27,8 @@ VISIBLE_IDS = [[5, 7, 9], [1, 1, 1, 2], [3], []]
 
 def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
     """Visible cases: a few short strings. Hidden `cases`: more strings."""
-    name = "count_characters"
-    check_definition(name, answer)
+    name = Graded(ref.count_characters)
+    check_definition(answer, reference=ref.count_characters)
     texts = tagged_cases(cases, VISIBLE_TEXTS)
     for tag, text in texts:
         expected = ref.count_characters(text)
@@ -53,8 +54,8 @@ def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
 
 def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Passed:
     """Visible cases: short id lists incl. length 0 and 1. Hidden `cases`: more id lists."""
-    name = "next_token_pairs"
-    check_definition(name, answer)
+    name = Graded(ref.next_token_pairs)
+    check_definition(answer, reference=ref.next_token_pairs)
     id_lists = tagged_cases(cases, VISIBLE_IDS)
     for tag, ids in id_lists:
         expected = ref.next_token_pairs(ids)
@@ -78,8 +79,8 @@ def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Pass
 
 def check_normalize_rows(answer, cases: list[tuple[int, int, int]] | None = None) -> Passed:
     """Visible cases: seeded random non-negative matrices. Hidden `cases`: (rows, cols, seed) triples."""
-    name = "normalize_rows"
-    check_definition(name, answer)
+    name = Graded(ref.normalize_rows)
+    check_definition(answer, reference=ref.normalize_rows)
     shapes = tagged_cases(cases, [(3, 4, 0), (1, 5, 1), (6, 2, 2)])
     for tag, (rows, cols, seed) in shapes:
         x = random_tensor(rows, cols, seed=seed).abs() + 0.1

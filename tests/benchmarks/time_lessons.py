@@ -4,7 +4,7 @@
 
 Execution: the instructor source run top to bottom by nbclient (self-grading off), as a learner's laptop would.
 Autograde: one submission (the student version with the reference answers pasted in) graded by
-`course_lib.selfgrade.grade_notebook`, i.e. nbgrader generate_assignment + autograde in a temporary course.
+`course_lib.workflow.selfgrade.grade_notebook`, i.e. nbgrader generate_assignment + autograde in a temporary course.
 The machine is shared and noisy: each figure is the median of --repeats runs.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from course_lib.selfgrade import grade_notebook
+from course_lib.workflow.selfgrade import grade_notebook
 from tests.nbtools import LESSONS, solved, source_path
 
 

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.workflow import manifest
+
 __all__ = [
-    "LESSON_DATA",
     "CourseError",
     "course_root",
     "lesson_ids",
@@ -37,20 +38,11 @@ __all__ = [
     "stale_files",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 LEARNER = "learner"
 BADGE_MARKER = "<!-- course: colab badge -->"
 SETUP_ID = "setup"
 
-# Data files each lesson's set-up cell makes sure are present (names in data/registry.json).
-LESSON_DATA: dict[str, list[str]] = {
-    "00_welcome": ["the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
-    "01_tokenization": ["the-verdict.txt", "encoder.json", "vocab.bpe"],
-    "02_embeddings": ["tinyshakespeare.txt", "encoder.json", "vocab.bpe"],
-    "03_position_encoding": [],
-    "04_attention": ["tinyshakespeare.txt"],
-    "05_multi_head_attention": ["encoder.json", "vocab.bpe"],
-}
 
 SETUP_TEMPLATE = """\
 # Set-up: run this cell first. On Colab it installs the course package (keeping Colab's torch) and
@@ -92,6 +84,14 @@ def repo_url() -> str:
         return tomllib.load(f)["project"]["urls"]["Repository"]
 
 
+def _lesson_data(lesson: str) -> list[str]:
+    """The data files the set-up cell of `lesson` makes sure are present (from the manifest)."""
+    try:
+        return list(manifest.lesson(lesson).data)
+    except KeyError:
+        return []
+
+
 def _colab_badge(lesson: str, url: str) -> str:
     path = re.sub(r"^https://github\.com/", "", url.rstrip("/"))
     link = f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
@@ -106,7 +106,7 @@ def grade_id(cell) -> str | None:
 def render_source(nb, lesson: str, url: str):
     """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
     badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
-    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(url=url, lesson=lesson, data=LESSON_DATA.get(lesson, [])))
+    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson)))
     setup.metadata["nbgrader"] = {
         "grade": False,
         "grade_id": SETUP_ID,

@@ -5,7 +5,7 @@ The lesson's test cells import these checks from `course_lib.grading.tokenizatio
 recipe is that module's: the guard first, the expected value from `course_lib.tokenization` computed outside
 the learner's call, and on a mismatch each known wrong variant (overlapping merges, ties broken the wrong way,
 merges replayed by frequency, bytes decoded one token at a time, ...) computed on the same input and named
-when the learner's output equals it (`course_lib.grading.diagnose`).
+when the learner's output equals it (`course_lib.grading.kit.diagnose`).
 
 A hidden case is named "hidden case k" in messages, never by its input.
 """
@@ -16,7 +16,8 @@ from itertools import pairwise
 from typing import Any
 
 from course_lib import tokenization as ref
-from course_lib.grading.core import (
+from course_lib.grading.kit.core import (
+    Graded,
     GradingError,
     Hint,
     Passed,
@@ -29,8 +30,8 @@ from course_lib.grading.core import (
     is_int,
     tagged_cases,
 )
-from course_lib.grading.diagnose import Variant, diagnose_value
-from course_lib.grading.guard import check_definition
+from course_lib.grading.kit.diagnose import Variant, diagnose_value
+from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_bpe_decode", "check_bpe_encode", "check_get_pair_counts", "check_merge_pair", "check_train_bpe"]
 
@@ -77,8 +78,8 @@ def _pairs_non_overlapping(ids: list[int]) -> dict[tuple[int, int], int]:
 
 def check_get_pair_counts(answer: Any, cases: list | None = None) -> Passed:
     """Check `get_pair_counts(ids)`. A case is a list of ints."""
-    name = "get_pair_counts"
-    check_definition(name, answer)
+    name = Graded(ref.get_pair_counts)
+    check_definition(answer, reference=ref.get_pair_counts)
     tagged = tagged_cases(cases, _PAIR_COUNT_CASES)
     for tag, ids in tagged:
         _pair_counts_case(name, answer, [int(i) for i in ids], tag)
@@ -168,8 +169,8 @@ def _merge_first_only(ids: list[int], pair: tuple[int, int], new_id: int) -> lis
 
 def check_merge_pair(answer: Any, cases: list | None = None) -> Passed:
     """Check `merge_pair(ids, pair, new_id)`. A case is `(ids, pair, new_id)`."""
-    name = "merge_pair"
-    check_definition(name, answer)
+    name = Graded(ref.merge_pair)
+    check_definition(answer, reference=ref.merge_pair)
     tagged = tagged_cases(cases, _MERGE_CASES)
     for tag, (ids, pair, new_id) in tagged:
         _merge_case(name, answer, [int(i) for i in ids], tuple(pair), new_id, tag)
@@ -242,8 +243,8 @@ def check_train_bpe(answer: Any, cases: list | None = None) -> Passed:
 
     A case is `(text, vocab_size)`; with a vocab_size below 256 a ValueError is expected.
     """
-    name = "train_bpe"
-    check_definition(name, answer)
+    name = Graded(ref.train_bpe)
+    check_definition(answer, reference=ref.train_bpe)
     tagged = tagged_cases(cases, _TRAIN_CASES)
     for tag, (text, vocab_size) in tagged:
         _train_case(name, answer, text, vocab_size, tag)
@@ -361,8 +362,8 @@ def check_bpe_encode(answer: Any, cases: list | None = None) -> Passed:
     A case is `(text, merges)`: merges is a dict `{(id1, id2): new_id}` or `(training_text, vocab_size)`,
     which the reference `train_bpe` turns into one.
     """
-    name = "bpe_encode"
-    check_definition(name, answer)
+    name = Graded(ref.bpe_encode)
+    check_definition(answer, reference=ref.bpe_encode)
     tagged = tagged_cases(cases, _ENCODE_CASES)
     for tag, (text, spec) in tagged:
         _encode_case(name, answer, text, _merges_of(spec), tag)
@@ -415,8 +416,8 @@ def check_bpe_decode(answer: Any, cases: list | None = None) -> Passed:
     A case is `(ids, merges)`: merges is a dict `{(id1, id2): new_id}` or `(training_text, vocab_size)`,
     which the reference `train_bpe` turns into one.
     """
-    name = "bpe_decode"
-    check_definition(name, answer)
+    name = Graded(ref.bpe_decode)
+    check_definition(answer, reference=ref.bpe_decode)
     tagged = tagged_cases(cases, _DECODE_CASES)
     for tag, (ids, spec) in tagged:
         _decode_case(name, answer, [int(i) for i in ids], _merges_of(spec), tag)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from course_lib.grading.core import GradingError, describe, expect_close, expect_type
+from course_lib.grading.kit.core import GradingError, describe, expect_close, expect_type
 
 __all__ = ["Variant", "close", "diagnose_tensor", "diagnose_value", "find_mistake", "tensor_result"]
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_lib.course import LEARNER, CourseError, course_root, generated_course, grade_id, run_nbgrader
-from course_lib.course import lesson_ids as _lesson_ids
-from course_lib.nbgrader_ext import FLAG_MARKER
+from course_lib.workflow.course import LEARNER, CourseError, course_root, generated_course, grade_id, run_nbgrader
+from course_lib.workflow.course import lesson_ids as _lesson_ids
+from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 
 __all__ = ["ExerciseResult", "GradeReport", "grade_notebook", "identify_lesson"]
 

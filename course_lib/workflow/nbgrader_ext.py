@@ -1,9 +1,14 @@
-"""Two nbgrader preprocessors the course plugs in through notebooks/nbgrader_config.py (COURSE_SPEC §5).
+"""The nbgrader preprocessors the course plugs in through notebooks/nbgrader_config.py (COURSE_SPEC §5).
 
 - `RestoreAndFlag` (autograde): nbgrader already overwrites edited locked cells with their original text, but
   it does not say so, and it does not bring back deleted read-only cells. This preprocessor restores every
   locked cell (test cells, read-only set-up cells), puts a warning cell at the top of the graded notebook that
-  names what was changed, and sets the submission's `flagged` mark in the gradebook for the instructor.
+  names what was changed, and sets the submission's `flagged` mark in the gradebook for the instructor. It runs
+  before any of the submission's code, so it also has `course_lib.workflow.trusted` load the grader's code then.
+- `TrustedVerdicts` (autograde, right after the notebook has run): replaces every test cell's outputs with the
+  verdict that `course_lib.workflow.trusted` reaches outside the notebook's kernel, so nbgrader's scores,
+  feedback and formgrader all show trusted results. It also puts back course files the submission changed on
+  disk, and flags (with a note at the top) a submission whose interference the grader could tell.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
 """
@@ -12,15 +17,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
-from course_lib.course import grade_id
+from course_lib.workflow import trusted
+from course_lib.workflow.course import grade_id
 
-__all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "strip_hidden_tests"]
+__all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "TrustedVerdicts", "strip_hidden_tests"]
 
 FLAG_MARKER = "course-flag: locked cells restored"
 _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
@@ -49,6 +56,8 @@ class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
     def preprocess(self, nb, resources):
+        if trusted.available():
+            trusted.prepare(Path.cwd())  # before the first submission's code runs in this process
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gradebook:
             source_nb = gradebook.find_notebook(info["notebook"], info["assignment"])
@@ -81,8 +90,8 @@ class RestoreAndFlag(OverwriteCells):
 
         nb, resources = super().preprocess(nb, resources)  # puts back the original text of locked cells
         if problems:
-            nb.cells.insert(0, self._warning_cell(problems))
-            self._flag(info)
+            nb.cells.insert(0, warning_cell(problems))
+            flag_submission(info)
             self.log.warning("Submission of %s flagged: %s", info.get("student"), "; ".join(problems))
         return nb, resources
 
@@ -112,24 +121,67 @@ class RestoreAndFlag(OverwriteCells):
                 break
         nb.cells.insert(position, node)
 
-    @staticmethod
-    def _warning_cell(problems):
-        lines = "\n".join(f"- {p}" for p in problems)
-        return new_markdown_cell(
-            f"<!-- {FLAG_MARKER} -->\n**Note from the grader:** this submission changed cells that must stay "
-            f"as released. They were put back before grading and the submission is flagged for your "
-            f"instructor:\n\n{lines}"
-        )
 
-    @staticmethod
-    def _flag(info) -> None:
-        with Gradebook(info["db_url"]) as gradebook:
-            try:
-                submission = gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
-            except MissingEntry:
-                return
-            submission.flagged = True
-            gradebook.db.commit()
+def warning_cell(problems: list[str]):
+    """The note at the top of a graded notebook that lists what the grader found and put right."""
+    lines = "\n".join(f"- {p}" for p in problems)
+    return new_markdown_cell(
+        f"<!-- {FLAG_MARKER} -->\n**Note from the grader:** this submission changed things that must stay as "
+        f"released, or reached into the grading. What it changed was put back, the exercises concerned were graded "
+        f"as described below, and the submission is flagged for your instructor:\n\n{lines}"
+    )
+
+
+def flag_submission(info) -> None:
+    """Set the submission's `flagged` mark in the gradebook (the instructor sees it in formgrader)."""
+    with Gradebook(info["db_url"]) as gradebook:
+        try:
+            submission = gradebook.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+        except MissingEntry:
+            return
+        submission.flagged = True
+        gradebook.db.commit()
+
+
+class TrustedVerdicts(NbGraderPreprocessor):
+    """Test-cell outputs from trusted verdicts instead of the kernel's (see module docstring)."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        if not trusted.available():
+            self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
+            return nb, resources
+        problems = [
+            f"the course's file `{path}` was changed on disk; it was put back" for path in trusted.restore_files()
+        ]
+        grading = trusted.grade(nb, info["assignment"])
+        for cell in nb.cells:
+            verdict = grading.verdicts.get(grade_id(cell))
+            if verdict is None:
+                continue
+            kernel_passed = not any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+            message = verdict.message
+            if kernel_passed and not verdict.passed:
+                message += (
+                    " (In your notebook this check passed: graded on its own, with only its answer cell, your "
+                    "answer gives the result above.)"
+                )
+            cell.outputs = [_output(verdict.passed, verdict.exercise, message)]
+        problems += grading.notes
+        if problems:
+            nb.cells.insert(0, warning_cell(problems))
+            flag_submission(info)
+            self.log.warning("Submission of %s flagged: %s", info.get("student"), "; ".join(problems))
+        return nb, resources
+
+
+def _output(passed: bool, exercise: str, message: str):
+    if passed:
+        return from_dict({"output_type": "stream", "name": "stdout", "text": message + "\n"})
+    text = f"[{exercise}] {message}"
+    return from_dict(
+        {"output_type": "error", "ename": "GradingError", "evalue": text, "traceback": [f"GradingError: {text}"]}
+    )
 
 
 class HideHiddenTestTracebacks(NbGraderPreprocessor):

@@ -3,12 +3,16 @@
 An exercise that asks for X written from scratch earns no points when the answer *is*, *subclasses*, *wraps*
 or *calls* the course's reference X, or one of the shortcuts listed for X. Two checks do this:
 
-- `check_definition(exercise, answer)` looks at the answer object itself: identity, base classes, wrappers
+- `check_definition(answer, reference=...)` looks at the answer object itself: identity, base classes, wrappers
   (`functools.partial`, `functools.wraps`, bound methods) and everything its code can reach by name (globals,
   closure cells, default values), recursively through nested functions and class methods.
-- `watch_calls(exercise)` watches a call of the learner's code with `sys.setprofile` and records every Python
+- `watch_calls(reference)` watches a call of the learner's code with `sys.setprofile` and records every Python
   function and C builtin it enters. The grader uses the reference *outside* this window to compute expected
   values, so only the learner's own call is judged.
+
+Both are handed the reference object itself; the shortcuts listed for it come from the lesson manifest
+(`course_lib.workflow.manifest`). When a notebook is graded, both run inside the sandbox that runs the answer,
+and `source_problems` also reads the answer's source on the grader's side, where the answer cannot switch it off.
 """
 
 from __future__ import annotations
@@ -24,56 +28,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from course_lib.grading.core import GradingError
+from course_lib.grading.kit import remote
+from course_lib.grading.kit.errors import GradingError
+from course_lib.workflow import manifest
 
-__all__ = ["FORBIDDEN_SHORTCUTS", "REFERENCE_MODULES", "check_definition", "forbidden_for", "watch_calls"]
-
-# Where the course's reference of each exercise lives (contract names of COURSE_SPEC §6).
-REFERENCE_MODULES: dict[str, str] = {
-    **dict.fromkeys(["count_characters", "next_token_pairs", "normalize_rows"], "course_lib.welcome"),
-    **dict.fromkeys(
-        [
-            "SimpleTokenizer",
-            "get_pair_counts",
-            "merge_pair",
-            "train_bpe",
-            "bpe_encode",
-            "bpe_decode",
-            "sliding_window_pairs",
-        ],
-        "course_lib.tokenization",
-    ),
-    **dict.fromkeys(["one_hot_embed", "cosine_similarity", "most_similar"], "course_lib.embeddings"),
-    **dict.fromkeys(["sinusoidal_position_encoding", "PositionEncoding", "apply_rope"], "course_lib.position"),
-    **dict.fromkeys(
-        [
-            "simple_self_attention",
-            "scaled_dot_product_attention",
-            "causal_mask",
-            "SelfAttention",
-            "CausalSelfAttention",
-            "CrossAttention",
-        ],
-        "course_lib.attention",
-    ),
-    **dict.fromkeys(
-        ["split_heads", "merge_heads", "MultiHeadAttention", "multihead_parameter_count"], "course_lib.multihead"
-    ),
-}
-
-_TOKENIZER_LIBRARIES = ["module:tiktoken", "module:tokenizers"]
-
-# Shortcuts forbidden besides the reference (dotted paths; "module:x" forbids all of package x).
-FORBIDDEN_SHORTCUTS: dict[str, list[str]] = {
-    "scaled_dot_product_attention": [
-        "torch.nn.functional.scaled_dot_product_attention",
-        "torch.nn.MultiheadAttention",
-    ],
-    "layer_norm": ["torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm"],
-    "MultiHeadAttention": ["torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"],
-    "causal_mask": ["torch.nn.Transformer.generate_square_subsequent_mask"],
-    **dict.fromkeys(["SimpleTokenizer", "train_bpe", "bpe_encode", "bpe_decode"], _TOKENIZER_LIBRARIES),
-}
+__all__ = ["Forbidden", "check_definition", "forbidden", "watch_calls"]
 
 
 def _resolve(dotted: str) -> Any:
@@ -138,34 +97,107 @@ def _codes_of(obj: Any) -> list[types.CodeType]:
     return []
 
 
+def reference_label(reference: Any) -> str:
+    """How messages name a reference: `course_lib.attention.causal_mask`."""
+    return f"{reference.__module__}.{reference.__qualname__}"
+
+
+def forbidden(reference: Any) -> Forbidden:
+    """The reference itself and the shortcuts the manifest lists for the exercise of the same name."""
+    return _forbidden(reference, reference.__name__)
+
+
 @functools.cache
-def forbidden_for(exercise: str) -> Forbidden:
-    """The reference named `exercise` and the shortcuts listed for it."""
-    forbidden = Forbidden()
-    module = REFERENCE_MODULES.get(exercise)
-    if module is not None:
-        reference = _resolve(f"{module}.{exercise}")
-        if reference is not None:
-            forbidden.add(reference, f"the course's reference `{module}.{exercise}`")
-    for path in FORBIDDEN_SHORTCUTS.get(exercise, []):
+def _forbidden(reference: Any, name: str) -> Forbidden:
+    found = Forbidden()
+    found.add(reference, f"the course's reference `{reference_label(reference)}`")
+    for path in manifest.shortcuts(name):
         if path.startswith("module:"):
             package = path.removeprefix("module:")
             spec = importlib.util.find_spec(package)
             if spec is not None and spec.origin:
-                forbidden.packages[package] = os.path.dirname(spec.origin)
+                found.packages[package] = os.path.dirname(spec.origin)
             continue
         obj = _resolve(path)
         if obj is not None:
-            forbidden.add(obj, f"`{path}`")
-    return forbidden
+            found.add(obj, f"`{path}`")
+    return found
+
+
+def fail_message(exercise: str, label: str, how: str) -> str:
+    """What a learner is told when the answer is, wraps or calls something forbidden (`how`: "is", "calls", ...)."""
+    return (
+        f"your answer {how} {label}. This exercise asks you to write `{exercise}` yourself, so it earns no "
+        "points this way; the lesson shows the reference right after the exercise."
+    )
 
 
 def _fail(exercise: str, label: str, how: str) -> GradingError:
-    return GradingError(
-        exercise,
-        f"your answer {how} {label}. This exercise asks you to write `{exercise}` yourself, so it earns no "
-        "points this way; the lesson shows the reference right after the exercise.",
-    )
+    return GradingError(exercise, fail_message(exercise, label, how))
+
+
+# Names an answer to these exercises never needs, and which reach into the machinery around it: the import system,
+# the interpreter's hooks and frames, files and processes. The trusted grader reads each answer's source for them.
+_ESCAPE_NAMES = {
+    "__import__", "importlib", "sys", "builtins", "__builtins__", "exec", "eval", "compile", "globals", "locals",
+    "vars", "ctypes", "gc", "inspect", "os", "subprocess", "shutil", "pathlib", "open", "io", "signal", "threading",
+    "multiprocessing", "socket", "pickle", "marshal", "types", "breakpoint", "input", "course_lib", "setprofile",
+    "settrace", "_getframe", "getattr", "setattr", "delattr",
+}  # fmt: skip
+_ESCAPE_ATTRIBUTES = {
+    "__globals__", "__code__", "__closure__", "__builtins__", "__subclasses__", "__bases__", "__mro__", "__dict__",
+    "__loader__", "__spec__", "__import__", "f_globals", "f_locals", "f_back", "f_code", "tb_frame", "gi_frame",
+    "cr_frame", "setprofile", "settrace", "_getframe", "modules", "__setattr__", "__getattribute__",
+}  # fmt: skip
+
+
+def source_problems(source: str, reference: Any) -> list[str]:
+    """Read an answer's source (never run it): what it uses that is forbidden for `reference` or reaches into the
+    grading machinery. Empty when nothing was found; a source that does not parse is left to the sandbox."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    shortcut_names = {path.removeprefix("module:").split(".")[-1] for path in manifest.shortcuts(reference.__name__)}
+    modules = {path.removeprefix("module:") for path in manifest.shortcuts(reference.__name__) if "module:" in path}
+    found: list[str] = []
+
+    def note(what: str) -> None:
+        if what not in found:
+            found.append(what)
+
+    teaching = {lesson.references for lesson in manifest.LESSONS}  # what lessons bind as `ref`: allowed
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module == "course_lib":
+                roots = [f"course_lib.{n}" for n in names]
+            else:
+                roots = names if isinstance(node, ast.Import) else [node.module or ""]
+            for root in roots:
+                top = root.split(".")[0]
+                if top in modules:
+                    note(f"the `{top}` library")
+                elif top in _ESCAPE_NAMES and root not in teaching:
+                    note(f"`import {root}`")
+            if isinstance(node, ast.ImportFrom) and node.module != "course_lib":
+                for name in names:
+                    if name in shortcut_names:
+                        note(f"`{name}` (a shortcut this exercise forbids)")
+                    elif name in _ESCAPE_NAMES or name in _ESCAPE_ATTRIBUTES:
+                        note(f"`{name}`")
+        elif isinstance(node, ast.Attribute):
+            if node.attr in shortcut_names:
+                note(f"`{node.attr}` (a shortcut this exercise forbids)")
+            elif node.attr in _ESCAPE_ATTRIBUTES:
+                note(f"`.{node.attr}`")
+        elif isinstance(node, ast.Name) and node.id in _ESCAPE_NAMES and node.id not in ("input", "vars"):
+            note(f"`{node.id}`")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("input", "vars"):
+            note(f"`{node.func.id}()`")
+    return found
 
 
 def _names_in_code(code: types.CodeType) -> Iterator[str]:
@@ -175,21 +207,27 @@ def _names_in_code(code: types.CodeType) -> Iterator[str]:
             yield from _names_in_code(const)
 
 
-def check_definition(exercise: str, answer: Any) -> None:
-    """Raise `GradingError` if `answer` is, subclasses or wraps a forbidden object (see module docstring)."""
-    forbidden = forbidden_for(exercise)
+def check_definition(answer: Any, reference: Any) -> None:
+    """Raise `GradingError` if `answer` is, subclasses or wraps `reference` or one of its shortcuts."""
+    exercise = reference.__name__
+    if remote.is_remote(answer):
+        message = remote.check_definition(answer, reference_label(reference))
+        if message is not None:
+            raise GradingError(exercise, message)
+        return
+    banned = forbidden(reference)
     seen: set[int] = set()
 
     def match(obj: Any) -> str | None:
-        for bad, label in forbidden.objects:
+        for bad, label in banned.objects:
             if obj is bad:
                 return label
         if isinstance(obj, types.ModuleType):
-            for package in forbidden.packages:
+            for package in banned.packages:
                 if obj.__name__ == package or obj.__name__.startswith(package + "."):
                     return f"the `{package}` library"
         module = getattr(obj, "__module__", None) or ""
-        for package in forbidden.packages:
+        for package in banned.packages:
             if module == package or module.startswith(package + "."):
                 return f"the `{package}` library"
         return None
@@ -243,30 +281,35 @@ def check_definition(exercise: str, answer: Any) -> None:
 
 
 @contextlib.contextmanager
-def watch_calls(exercise: str) -> Iterator[None]:
-    """Fail after the body if it entered anything forbidden for `exercise` (reference or shortcut)."""
-    forbidden = forbidden_for(exercise)
-    if not (forbidden.codes or forbidden.builtins or forbidden.packages):
-        yield
-        return
+def watch_calls(reference: Any) -> Iterator[None]:
+    """Fail after the body if it entered `reference` or one of its shortcuts."""
     hits: list[str] = []
+    with watching(forbidden(reference), hits):
+        yield
+    if hits:
+        raise _fail(reference.__name__, hits[0], "calls")
+
+
+@contextlib.contextmanager
+def watching(banned: Forbidden, hits: list[str]) -> Iterator[None]:
+    """Append to `hits` the label of the first forbidden function the body enters (no error is raised here)."""
 
     def profiler(frame, event, arg):
         if hits:
             return
         if event == "call":
-            label = forbidden.codes.get(id(frame.f_code))
+            label = banned.codes.get(id(frame.f_code))
             if label is None:
-                package = forbidden.package_of_code(frame.f_code)
+                package = banned.package_of_code(frame.f_code)
                 label = f"the `{package}` library" if package else None
             if label is not None:
                 hits.append(label)
         elif event == "c_call":
-            label = forbidden.builtins.get(id(arg))
-            if label is None and forbidden.packages:
+            label = banned.builtins.get(id(arg))
+            if label is None and banned.packages:
                 owner = getattr(arg, "__self__", None)
                 module = getattr(arg, "__module__", None) or type(owner).__module__ or ""
-                for package in forbidden.packages:
+                for package in banned.packages:
                     if module == package or module.startswith(package + "."):
                         label = f"the `{package}` library"
             if label is not None:
@@ -278,5 +321,3 @@ def watch_calls(exercise: str) -> Iterator[None]:
         yield
     finally:
         sys.setprofile(previous)
-        if hits:
-            raise _fail(exercise, hits[0], "calls")

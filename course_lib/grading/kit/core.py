@@ -14,7 +14,7 @@ built from the pieces here:
 - `tagged_cases`, `call_label`: visible or hidden cases, and how a call is named in messages.
 - `generator`, `random_tensor`: deterministic random inputs, so a failure can be reproduced.
 
-`course_lib.grading.diagnose` builds on these to name the likely mistake behind a wrong answer.
+`course_lib.grading.kit.diagnose` builds on these to name the likely mistake behind a wrong answer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ from typing import Any
 
 import torch
 
+from course_lib.grading.kit import remote
+from course_lib.grading.kit.errors import Graded, GradingError, Passed
+from course_lib.grading.kit.guard import fail_message, watch_calls
+
 __all__ = [
+    "Graded",
     "GradingError",
     "Hint",
     "Passed",
@@ -55,30 +60,6 @@ __all__ = [
 DEFAULT_CALL_TIMEOUT = float(os.environ.get("COURSE_CALL_TIMEOUT", "20"))
 
 Hint = tuple[Callable[[str], bool], str]  # (does this error message fit?, what to add to it)
-
-
-class GradingError(AssertionError):
-    """A failed check. The message says what was wrong and, where we can tell, why."""
-
-    def __init__(self, exercise: str, message: str):
-        self.exercise = exercise
-        self.message = message
-        super().__init__(f"[{exercise}] {message}")
-
-    # IPython calls this instead of printing a traceback: the learner sees only the message.
-    def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[0;31mGradingError\x1b[0m: [{self.exercise}] {self.message}"]
-
-
-class Passed:
-    """What a check returns when everything passed; Jupyter shows it as one green line."""
-
-    def __init__(self, exercise: str, checks: int, hidden: bool = False):
-        self.exercise, self.checks, self.hidden = exercise, checks, hidden
-
-    def __repr__(self) -> str:
-        kind = "hidden" if self.hidden else "visible"
-        return f"✓ {self.exercise}: all {self.checks} {kind} checks passed"
 
 
 class _CallTimedOut(BaseException):
@@ -138,17 +119,20 @@ def call_answer(
     time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is given. When the learner's
     code raises, the first of `hints` whose test fits the message is added to it.
     """
-    from course_lib.grading.guard import watch_calls  # local: guard imports this module
-
     label = what or f"{getattr(fn, '__name__', exercise)}(...)"
     timeout = DEFAULT_CALL_TIMEOUT if timeout is None else timeout
-    watcher = watch_calls(exercise) if guard else contextlib.nullcontext()
     try:
+        if remote.is_remote(fn):  # graded in a sandbox, which watches and times every call itself
+            return remote.call(fn, args, kwargs, timeout=timeout)
+        reference = getattr(exercise, "reference", None)
+        watcher = watch_calls(reference) if guard and reference is not None else contextlib.nullcontext()
         with watcher, time_limit(timeout):
             return fn(*args, **kwargs)
     except GradingError:
         raise
-    except _CallTimedOut:
+    except remote.ForbiddenCall as exc:
+        raise GradingError(exercise, fail_message(exercise, exc.label, "calls")) from None
+    except (_CallTimedOut, remote.TimedOut):
         raise GradingError(
             exercise,
             f"{label} did not finish within {timeout:g} s. Is there a loop that never ends "
@@ -173,6 +157,9 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     Call the wrapper through `call_answer`: NotImplementedError still goes through, as "not written yet".
     """
+
+    if remote.is_remote(fn):
+        return remote.catching(fn)
 
     def captured(*args: Any, **kwargs: Any) -> Exception | None:
         try:

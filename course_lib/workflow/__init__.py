@@ -1,0 +1,10 @@
+"""The course machinery, apart from what the lessons teach.
+
+- `manifest`: one entry per lesson (title, reference modules, data, exercises, forbidden shortcuts); everything
+  else reads the course's facts from here.
+- `course`: regenerates the student versions (`make release`) and checks that they are fresh.
+- `selfgrade`: grades one notebook with nbgrader in a throw-away course (`make grade`, the last cell of a lesson).
+- `nbgrader_ext`: the preprocessors `notebooks/nbgrader_config.py` plugs into nbgrader.
+- `trusted`, `sandbox`, `codec`: verdicts a learner's code cannot touch — each answer runs in a process of its
+  own, only plain data comes back, and the checks compare on the grader's side.
+"""

@@ -1,0 +1,183 @@
+"""The course's facts, written once: for each lesson its id, title, modules, data files, exercises and shortcuts.
+
+Release (the set-up cell's data list), the data prefetch, the from-scratch guard, trusted grading, the README's
+lesson table and the tests all read this file. Adding a lesson means adding its `Lesson` here, then its
+notebook, reference module and grader module (see `notebooks/AUTHORING.md`).
+
+This module is plain data: it imports nothing from the course, so anything may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LESSONS", "STANDARD_IMPORTS", "Exercise", "Lesson", "exercise", "lesson", "shortcuts"]
+
+# Preamble of every sandbox in which a graded answer runs: what the lessons import before their exercises.
+# An answer cell may use these names, `ref` (the lesson's reference module, as the lessons bind it) and the other
+# exercises of its lesson (bound to the course's references); everything else it imports or defines itself.
+STANDARD_IMPORTS = """\
+import math
+import re
+import torch
+from torch import Tensor, nn
+import torch.nn.functional as F
+"""
+
+_TOKENIZER_LIBRARIES = ("module:tiktoken", "module:tokenizers")
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded exercise: its answer cell's `grade_id` and what the answer must not use."""
+
+    name: str  # the answer cell's grade_id; test cells are `test_<name>` and `test_<name>_hidden`
+    defines: tuple[str, ...] = ()  # names the answer cell defines; default (name,)
+    # Forbidden besides the course's reference of the same name: dotted paths, or "module:x" for all of package x.
+    shortcuts: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.defines or (self.name,)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson: the nbgrader assignment id, and everything the course's tools need to know about it."""
+
+    id: str  # nbgrader assignment id = folder and notebook name
+    title: str
+    modules: tuple[str, ...]  # course_lib modules the lesson teaches or uses (README table)
+    references: str  # the course_lib module whose objects the exercises are checked against
+    grader: str  # the course_lib.grading module whose check_<name> functions the test cells call
+    data: tuple[str, ...] = ()  # data files (names in data/registry.json) the set-up cell makes sure are there
+    exercises: tuple[Exercise, ...] = ()
+    preamble: str = STANDARD_IMPORTS  # followed by `from course_lib import <references> as ref`
+
+    @property
+    def sandbox_preamble(self) -> str:
+        """What a graded answer's sandbox runs before the answer: the usual imports and `ref`, the references."""
+        package, _, module = self.references.rpartition(".")
+        return f"{self.preamble}from {package} import {module} as ref\n"
+
+
+def _exercises(*names: str, **shortcuts: tuple[str, ...]) -> tuple[Exercise, ...]:
+    return tuple(Exercise(name, shortcuts=shortcuts.get(name, ())) for name in names)
+
+
+LESSONS: tuple[Lesson, ...] = (
+    Lesson(
+        "00_welcome",
+        "How this course works",
+        modules=("welcome", "lesson", "data"),
+        references="course_lib.welcome",
+        grader="course_lib.grading.welcome",
+        data=("the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        exercises=_exercises("count_characters", "next_token_pairs", "normalize_rows"),
+    ),
+    Lesson(
+        "01_tokenization",
+        "From text to token ids",
+        modules=("tokenization", "gpt2_bpe", "text_viz", "data"),
+        references="course_lib.tokenization",
+        grader="course_lib.grading.tokenization",
+        data=("the-verdict.txt", "encoder.json", "vocab.bpe"),
+        exercises=_exercises(
+            "SimpleTokenizer",
+            "get_pair_counts",
+            "merge_pair",
+            "train_bpe",
+            "bpe_encode",
+            "bpe_decode",
+            "sliding_window_pairs",
+            SimpleTokenizer=_TOKENIZER_LIBRARIES,
+            train_bpe=_TOKENIZER_LIBRARIES,
+            bpe_encode=_TOKENIZER_LIBRARIES,
+            bpe_decode=_TOKENIZER_LIBRARIES,
+        ),
+    ),
+    Lesson(
+        "02_embeddings",
+        "Embeddings",
+        modules=("embeddings", "plotting"),
+        references="course_lib.embeddings",
+        grader="course_lib.grading.embeddings",
+        data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        exercises=_exercises("one_hot_embed", "cosine_similarity", "most_similar"),
+    ),
+    Lesson(
+        "03_position_encoding",
+        "Position",
+        modules=("position", "plotting"),
+        references="course_lib.position",
+        grader="course_lib.grading.position",
+        exercises=_exercises("sinusoidal_position_encoding", "PositionEncoding", "apply_rope"),
+    ),
+    Lesson(
+        "04_attention",
+        "Attention",
+        modules=("attention", "plotting", "embeddings"),
+        references="course_lib.attention",
+        grader="course_lib.grading.attention",
+        data=("tinyshakespeare.txt",),
+        exercises=_exercises(
+            "simple_self_attention",
+            "scaled_dot_product_attention",
+            "causal_mask",
+            "SelfAttention",
+            "CausalSelfAttention",
+            "CrossAttention",
+            scaled_dot_product_attention=(
+                "torch.nn.functional.scaled_dot_product_attention",
+                "torch.nn.MultiheadAttention",
+            ),
+            causal_mask=("torch.nn.Transformer.generate_square_subsequent_mask",),
+        ),
+    ),
+    Lesson(
+        "05_multi_head_attention",
+        "Multi-head attention",
+        modules=("multihead", "attention", "plotting"),
+        references="course_lib.multihead",
+        grader="course_lib.grading.multihead",
+        data=("encoder.json", "vocab.bpe"),
+        exercises=(
+            Exercise("split_merge_heads", defines=("split_heads", "merge_heads")),
+            Exercise(
+                "MultiHeadAttention",
+                shortcuts=("torch.nn.MultiheadAttention", "torch.nn.functional.multi_head_attention_forward"),
+            ),
+            Exercise("multihead_parameter_count"),
+        ),
+    ),
+)
+
+# Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
+PLANNED_SHORTCUTS: dict[str, tuple[str, ...]] = {
+    "layer_norm": ("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm"),
+}
+
+
+def lesson(lesson_id: str) -> Lesson:
+    """The lesson with this id; a clear error naming the known ones otherwise."""
+    for entry in LESSONS:
+        if entry.id == lesson_id:
+            return entry
+    raise KeyError(f"unknown lesson {lesson_id!r}; the manifest has {', '.join(e.id for e in LESSONS)}")
+
+
+def exercise(name: str) -> tuple[Lesson, Exercise] | None:
+    """The lesson and exercise whose answer cell is `name`, or which defines `name`; None if no exercise does."""
+    for entry in LESSONS:
+        for item in entry.exercises:
+            if name == item.name or name in item.names:
+                return entry, item
+    return None
+
+
+def shortcuts(name: str) -> tuple[str, ...]:
+    """The shortcuts forbidden for the exercise that defines `name` (empty when none are listed)."""
+    found = exercise(name)
+    if found is not None:
+        return found[1].shortcuts
+    return PLANNED_SHORTCUTS.get(name, ())
