@@ -10,4 +10,4 @@ from course_lib.grading.kit import guard
 @pytest.fixture
 def no_guard(monkeypatch):
     """Switch the from-scratch guard off, so the reference objects themselves can be graded."""
-    monkeypatch.setattr(guard, "forbidden_for", lambda exercise: guard.Forbidden())
+    monkeypatch.setattr(guard, "forbidden", lambda reference: guard.Forbidden())

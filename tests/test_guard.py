@@ -10,7 +10,9 @@ import torch.nn.functional as F
 
 from course_lib import attention, tokenization
 from course_lib.grading import GradingError, call_answer, check_definition
-from course_lib.grading.kit.guard import FORBIDDEN_SHORTCUTS, REFERENCE_MODULES, forbidden_for
+from course_lib.grading.kit.errors import Graded
+from course_lib.grading.kit.guard import forbidden, source_problems
+from course_lib.workflow import manifest
 from tests.answers import define
 
 Q = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
@@ -22,20 +24,29 @@ def sdpa(q, k, v, mask=None):
 """
 
 
-def test_every_reference_and_shortcut_resolves():
-    for name, module in REFERENCE_MODULES.items():
-        forbidden = forbidden_for(name)
-        assert any(module in label for _, label in forbidden.objects), name
-    for name, paths in FORBIDDEN_SHORTCUTS.items():
-        forbidden = forbidden_for(name)
-        objects = [p for p in paths if not p.startswith("module:")]
-        assert len(forbidden.objects) >= len(objects), name
+def test_every_reference_and_shortcut_in_the_manifest_resolves():
+    import importlib
+
+    for lesson in manifest.LESSONS:
+        module = importlib.import_module(lesson.references)
+        for exercise in lesson.exercises:
+            for name in exercise.names:
+                reference = getattr(module, name)
+                found = forbidden(reference)
+                assert found.objects[0][0] is reference, name
+                objects = [p for p in exercise.shortcuts if not p.startswith("module:")]
+                packages = [p for p in exercise.shortcuts if p.startswith("module:")]
+                assert len(found.objects) == 1 + len(objects), name  # every dotted shortcut exists
+                assert len(found.packages) <= len(packages), name  # a library that is not installed cannot be used
+
+
+SDPA = Graded(attention.scaled_dot_product_attention)
 
 
 def test_an_honest_answer_passes():
-    out, weights = call_answer("scaled_dot_product_attention", define(GOOD_SDPA, "sdpa"), Q, Q, Q)
+    out, weights = call_answer(SDPA, define(GOOD_SDPA, "sdpa"), Q, Q, Q)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(Q, Q, Q))
-    check_definition("scaled_dot_product_attention", define(GOOD_SDPA, "sdpa"))
+    check_definition(define(GOOD_SDPA, "sdpa"), reference=attention.scaled_dot_product_attention)
 
 
 @pytest.mark.parametrize(
@@ -64,7 +75,7 @@ def test_an_honest_answer_passes():
 )
 def test_definition_time_shortcuts_are_caught(answer, how):
     with pytest.raises(GradingError, match=f"your answer {how}"):
-        check_definition("scaled_dot_product_attention", answer)
+        check_definition(answer, reference=attention.scaled_dot_product_attention)
 
 
 @pytest.mark.parametrize(
@@ -79,13 +90,13 @@ def test_definition_time_shortcuts_are_caught(answer, how):
 )
 def test_call_time_shortcuts_are_caught(code):
     with pytest.raises(GradingError, match="your answer calls"):
-        call_answer("scaled_dot_product_attention", define(code, "f"), Q, Q, Q)
+        call_answer(SDPA, define(code, "f"), Q, Q, Q)
 
 
 def test_subclassing_a_reference_class_is_caught():
     sub = define("from course_lib.tokenization import SimpleTokenizer as S\nclass T(S):\n    pass", "T")
     with pytest.raises(GradingError, match="subclasses"):
-        check_definition("SimpleTokenizer", sub)
+        check_definition(sub, reference=tokenization.SimpleTokenizer)
 
 
 def test_tokenizer_libraries_are_forbidden_for_tokenizer_exercises():
@@ -94,9 +105,9 @@ def test_tokenizer_libraries_are_forbidden_for_tokenizer_exercises():
         "    return gpt2_encoding().encode(text)"
     )
     with pytest.raises(GradingError, match="tiktoken"):
-        call_answer("bpe_encode", define(code, "f"), "hello", {})
+        call_answer(Graded(tokenization.bpe_encode), define(code, "f"), "hello", {})
     # ...but allowed where the contract does not forbid it (the reference computes expected values freely).
-    assert call_answer("sliding_window_pairs", define(code, "f"), "hello", {}) == [31373]
+    assert call_answer(Graded(tokenization.sliding_window_pairs), define(code, "f"), "hello", {}) == [31373]
 
 
 def test_learner_exceptions_and_loops_become_messages():
@@ -112,8 +123,40 @@ def test_the_guard_restores_the_previous_profiler():
     calls = []
     sys.setprofile(lambda *a: calls.append(1))
     try:
-        call_answer("causal_mask", define("import torch\ndef f(T):\n    return torch.ones(T, T).tril().bool()", "f"), 3)
+        call_answer(
+            Graded(attention.causal_mask),
+            define("import torch\ndef f(T):\n    return torch.ones(T, T).tril().bool()", "f"),
+            3,
+        )
         assert sys.getprofile() is not None
     finally:
         sys.setprofile(None)
     assert tokenization is not None
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [
+        (
+            "import torch.nn.functional as F\ndef f(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)",
+            "forbids",
+        ),
+        ("from torch.nn.functional import scaled_dot_product_attention as s", "forbids"),
+        ("import sys\nsys.setprofile(None)", "sys"),
+        ("f = __import__('course_lib.grading.kit.core')", "__import__"),
+        ("def f(q, k, v):\n    return f.__globals__['x']", "__globals__"),
+        ("from course_lib.grading.kit import core", "course_lib.grading"),
+        ("import course_lib.workflow.trusted as t", "course_lib.workflow"),
+    ],
+)
+def test_the_source_check_names_shortcuts_and_reaching_into_the_grader(source, found):
+    problems = source_problems(source, attention.scaled_dot_product_attention)
+    assert any(found in p for p in problems), problems
+
+
+def test_the_source_check_allows_plain_answers_and_the_lessons_ref_import():
+    plain = GOOD_SDPA + "\nfrom course_lib import attention as ref\nimport math\nfrom torch import nn\n"
+    assert source_problems(plain, attention.scaled_dot_product_attention) == []
+    tokenizer = "import tiktoken\ndef f(text):\n    return tiktoken.get_encoding('gpt2').encode(text)"
+    assert "the `tiktoken` library" in source_problems(tokenizer, tokenization.bpe_encode)
+    assert source_problems(tokenizer, tokenization.sliding_window_pairs) == []

@@ -141,9 +141,12 @@ def _write_if_changed(nb, path: Path) -> bool:
     return True
 
 
-def run_nbgrader(args: list[str], cwd: Path, timeout: float | None = None) -> subprocess.CompletedProcess:
+def run_nbgrader(
+    args: list[str], cwd: Path, timeout: float | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run `nbgrader ARGS` in `cwd` with this interpreter (`env`: extra environment variables)."""
     # nbgrader runs helper programs (alembic) and kernels by name: put this interpreter's bin folder first.
-    env = dict(os.environ)
+    env = dict(os.environ) | (env or {})
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],

@@ -222,7 +222,7 @@ def _after(value: Any) -> Any:
     return None
 
 
-def _serve(sock, objects: _Objects, hits: list[str]) -> None:
+def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Any]) -> None:
     while True:
         try:
             message = _recv(sock)
@@ -237,7 +237,7 @@ def _serve(sock, objects: _Objects, hits: list[str]) -> None:
             except Exception as exc:
                 reply["value"] = _failure(exc)
         elif op == "check_definition":
-            reference = _lookup(message["reference"])
+            reference = known.get(message["reference"]) or _lookup(message["reference"])
             try:
                 guard.check_definition(target, reference=reference)
                 reply["value"] = None
@@ -311,6 +311,7 @@ def _child(sock, preamble, bindings, source, names, references, timeout) -> None
             banned.packages |= found.packages
         hits: list[str] = []
         objects = _Objects()
+        known = {guard.reference_label(r): r for r in references}  # taken before the answer can rebind them
         failure, timed_out = None, False
         with guard.watching(banned, hits):
             try:
@@ -328,7 +329,7 @@ def _child(sock, preamble, bindings, source, names, references, timeout) -> None
                 sock,
                 {"names": exported, "failure": failure, "timed_out": timed_out, "forbidden": hits[0] if hits else None},
             )
-            _serve(sock, objects, hits)
+            _serve(sock, objects, hits, known)
     except BaseException:
         code = 1
         if os.environ.get("COURSE_SANDBOX_DEBUG"):  # where a grader developer can read why a sandbox stopped

@@ -259,7 +259,7 @@ def _grade_exercise(grading, lesson, exercise, source, tests, references) -> Non
         if problem is not None:
             _fail_all(grading, test_ids, exercise.name, problem)
             return
-        names = {name: Remote(sandbox, handle) for name, handle in ready.names.items()}
+        names = {name: Remote(sandbox, handle, DEFAULT_CALL_TIMEOUT) for name, handle in ready.names.items()}
         for test_id, test_source in tests:
             grading.verdicts[test_id] = _run_test(exercise.name, test_source, names)
     finally:

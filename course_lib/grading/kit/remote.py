@@ -58,17 +58,18 @@ class ForbiddenCall(Exception):
 class Remote:
     """A stand-in for an object that lives in a sandbox (see the module docstring)."""
 
-    __slots__ = ("_channel", "_handle")
+    __slots__ = ("_channel", "_handle", "_timeout")
 
-    def __init__(self, channel: Channel, handle: Handle):
+    def __init__(self, channel: Channel, handle: Handle, timeout: float = 20.0):
         object.__setattr__(self, "_channel", channel)
         object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_timeout", timeout)  # seconds a direct call may take (checks pass their own)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name not in ("__name__", "__qualname__"):
             raise AttributeError(name)
         reply = self._channel.request({"op": "getattr", "target": self._handle.number, "name": name}, timeout=10)
-        value = _value(self._channel, reply["value"])
+        value = _value(self, reply["value"])
         if isinstance(value, _Raised):
             raise AttributeError(value.error) from None
         return value
@@ -77,9 +78,7 @@ class Remote:
         raise TypeError("a graded answer's objects cannot be changed from the grader's side")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT  # local: core imports this module
-
-        return call(self, args, kwargs, timeout=DEFAULT_CALL_TIMEOUT)
+        return call(self, args, kwargs, timeout=self._timeout)
 
     def __repr__(self) -> str:
         return f"<{self._handle.type_name} object>"
@@ -92,9 +91,7 @@ class _Catching:
         self.target = target
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
-
-        return call(self, args, kwargs, timeout=DEFAULT_CALL_TIMEOUT)
+        return call(self, args, kwargs, timeout=self.target._timeout)
 
 
 class _Raised:
@@ -145,18 +142,18 @@ def rebuild(failure: RemoteFailure) -> Exception:
     return cls(message)
 
 
-def _value(channel: Channel, value: Any) -> Any:
-    """Handles become Remotes, a failure becomes a `_Raised`; plain data passes (inside containers too)."""
+def _value(origin: Remote, value: Any) -> Any:
+    """Handles become Remotes (like `origin`), a failure becomes a `_Raised`; plain data passes, in containers too."""
     if isinstance(value, Handle):
-        return Remote(channel, value)
+        return Remote(origin._channel, value, origin._timeout)
     if isinstance(value, RemoteFailure):
         return _Raised(rebuild(value))
     if type(value) is list:
-        return [_value(channel, v) for v in value]
+        return [_value(origin, v) for v in value]
     if type(value) is tuple:
-        return tuple(_value(channel, v) for v in value)
+        return tuple(_value(origin, v) for v in value)
     if type(value) is dict:
-        return {k: _value(channel, v) for k, v in value.items()}
+        return {k: _value(origin, v) for k, v in value.items()}
     return value
 
 
@@ -231,7 +228,7 @@ def call(fn: Remote | _Catching, args: tuple, kwargs: dict, *, timeout: float) -
         raise TimedOut
     if reply.get("forbidden"):
         raise ForbiddenCall(reply["forbidden"])
-    value = _value(target._channel, reply["value"])
+    value = _value(target, reply["value"])
     if isinstance(value, _Raised):
         if catch and not isinstance(value.error, NotImplementedError):  # "not written yet" still goes through
             return value.error
