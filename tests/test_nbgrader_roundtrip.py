@@ -1,10 +1,13 @@
 """Real nbgrader runs on temporary copies of the course (COURSE_SPEC §5).
 
 One class per lesson goes through generate_assignment → autograde → generate_feedback with these students:
+a_hostile (graded first: a wrong answer that also rewrites the grader on disk and patches it in its kernel),
 full (reference answers pasted in), blank (the student version untouched), one_wrong (one known mistake),
 tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted), loop (an answer
 cell that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). The self-grading
 command is checked on its own too. Each lesson's class runs on one xdist worker (one gradebook per class).
+The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .` would
+import the instructor's checkout, so the hostile student's write lands in a copy, never in this checkout.
 """
 
 from __future__ import annotations
@@ -114,11 +117,30 @@ ONE_WRONG = {
         "split with a bare view",
     ),
 }
+# What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
+HOSTILE_PAYLOAD = """
+import importlib as _il
+from course_lib.grading.kit.errors import Passed as _P
+for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead"):
+    _mod = _il.import_module("course_lib.grading." + _m)
+    for _n in [n for n in dir(_mod) if n.startswith("check_")]:
+        setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))
+"""
+HOSTILE_CODE = (
+    "import pathlib, sys\n"
+    "import course_lib\n"
+    "_init = pathlib.Path(course_lib.__file__).parent / 'grading' / '__init__.py'\n"
+    f"_init.write_text(_init.read_text() + {HOSTILE_PAYLOAD!r})\n"
+    "for _name, _module in list(sys.modules.items()):\n"
+    "    if _name.startswith('course_lib.grading.'):\n"
+    "        for _n in [n for n in dir(_module) if n.startswith('check_')]:\n"
+    "            setattr(_module, _n, lambda *a, **k: None)\n"
+)
 LOOP_TIMEOUT = 15  # per-cell limit for this test run (the course's own is 60 s)
 
 
-def _nbgrader(args, cwd):
-    return run_nbgrader(args, cwd, timeout=900)
+def _nbgrader(args, cwd, env=None):
+    return run_nbgrader(args, cwd, timeout=900, env=env)
 
 
 def _submit(course: Path, student: str, lesson: str, nb=None, raw: str | None = None) -> None:
@@ -142,9 +164,13 @@ def _other_lesson(lesson: str) -> str:
 def graded_class(request, tmp_path_factory):
     lesson = request.param
     course = tmp_path_factory.mktemp(f"class-{lesson}")
+    library = course.parent / f"lib-{lesson}"
+    shutil.copytree(ROOT.parent / "course_lib", library / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    (library / "data").symlink_to(ROOT.parent / "data")
+    env = {"PYTHONPATH": str(library)}
     shutil.copy(ROOT / "nbgrader_config.py", course)
     shutil.copytree(ROOT / "source" / lesson, course / "source" / lesson)
-    result = _nbgrader(["generate_assignment", lesson, "--force"], course)
+    result = _nbgrader(["generate_assignment", lesson, "--force"], course, env)
     assert result.returncode == 0, result.stderr
 
     blank = read(release_path(lesson))
@@ -157,6 +183,7 @@ def graded_class(request, tmp_path_factory):
     tampered.cells = [c for c in tampered.cells if grade_id(c) not in (f"test_{second}", "setup")]
     loop = with_answer(full, first, "while True:\n    pass\n")
 
+    _submit(course, "a_hostile", lesson, with_answer(full, wrong_name, wrong_code + "\n" + HOSTILE_CODE))
     _submit(course, "full", lesson, full)
     _submit(course, "blank", lesson, blank)
     _submit(course, "one_wrong", lesson, with_answer(full, wrong_name, wrong_code))
@@ -165,9 +192,9 @@ def graded_class(request, tmp_path_factory):
     _submit(course, "malformed", lesson, raw="{ this is not a notebook")
     _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
 
-    autograde = _nbgrader(["autograde", lesson, f"--Execute.timeout={LOOP_TIMEOUT}"], course)
-    feedback = _nbgrader(["generate_feedback", lesson], course)
-    return lesson, course, autograde, feedback
+    autograde = _nbgrader(["autograde", lesson, f"--Execute.timeout={LOOP_TIMEOUT}"], course, env)
+    feedback = _nbgrader(["generate_feedback", lesson], course, env)
+    return lesson, course, autograde, feedback, library
 
 
 def _scores(course: Path, lesson: str, student: str) -> dict[str, float]:
@@ -186,21 +213,21 @@ def _feedback(course: Path, lesson: str, student: str) -> str:
 
 
 def test_reference_answers_get_full_marks(graded_class):
-    lesson, course, _, _ = graded_class
+    lesson, course, _, _, _ = graded_class
     scores, maxima = _scores(course, lesson, "full"), _max_scores(course, lesson)
     assert {k: scores[k] for k in maxima} == maxima
     assert not scores["__flagged__"]
 
 
 def test_untouched_student_version_scores_zero(graded_class):
-    lesson, course, _, _ = graded_class
+    lesson, course, _, _, _ = graded_class
     scores = _scores(course, lesson, "blank")
     assert sum(v for k, v in scores.items() if k != "__flagged__") == 0
     assert "not written yet" in _feedback(course, lesson, "blank")
 
 
 def test_one_wrong_exercise_loses_exactly_its_points(graded_class):
-    lesson, course, _, _ = graded_class
+    lesson, course, _, _, _ = graded_class
     name, _, words = ONE_WRONG[lesson]
     scores, maxima = _scores(course, lesson, "one_wrong"), _max_scores(course, lesson)
     for cell, max_score in maxima.items():
@@ -209,8 +236,23 @@ def test_one_wrong_exercise_loses_exactly_its_points(graded_class):
     assert words in _feedback(course, lesson, "one_wrong")
 
 
+def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(graded_class):
+    lesson, course, autograde, _, library = graded_class
+    name, _, words = ONE_WRONG[lesson]
+    scores = _scores(course, lesson, "a_hostile")
+    assert scores[f"test_{name}"] == 0 and scores[f"test_{name}_hidden"] == 0
+    assert scores["__flagged__"]
+    note = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb").cells[0].source
+    assert FLAG_MARKER in note and "grading/__init__.py" in note and "was changed on disk" in note
+    # The grader's files were put back, so the students graded after it (one_wrong) were judged honestly.
+    original = (ROOT.parent / "course_lib" / "grading" / "__init__.py").read_text()
+    assert (library / "course_lib" / "grading" / "__init__.py").read_text() == original
+    assert _scores(course, lesson, "one_wrong")[f"test_{name}"] == 0
+    assert words in _feedback(course, lesson, "one_wrong")
+
+
 def test_tampered_locked_cells_are_restored_and_flagged(graded_class):
-    lesson, course, _, _ = graded_class
+    lesson, course, _, _, _ = graded_class
     first, second = answer_names(solved(lesson))[:2]
     scores, maxima = _scores(course, lesson, "tampered"), _max_scores(course, lesson)
     assert scores["__flagged__"]
@@ -225,7 +267,7 @@ def test_tampered_locked_cells_are_restored_and_flagged(graded_class):
 
 
 def test_infinite_loop_times_out_and_the_class_is_still_graded(graded_class):
-    lesson, course, autograde, _ = graded_class
+    lesson, course, autograde, _, _ = graded_class
     first = answer_names(solved(lesson))[0]
     scores, maxima = _scores(course, lesson, "loop"), _max_scores(course, lesson)
     assert scores[f"test_{first}"] == 0
@@ -236,7 +278,7 @@ def test_infinite_loop_times_out_and_the_class_is_still_graded(graded_class):
 
 
 def test_malformed_and_wrong_lesson_submissions_are_reported(graded_class):
-    lesson, course, autograde, _ = graded_class
+    lesson, course, autograde, _, _ = graded_class
     log = autograde.stdout + autograde.stderr
     assert "malformed" in log and "not appear to be JSON" in log
     assert not (course / "autograded" / "malformed" / lesson / f"{lesson}.ipynb").exists()
@@ -245,7 +287,7 @@ def test_malformed_and_wrong_lesson_submissions_are_reported(graded_class):
 
 
 def test_feedback_never_shows_hidden_tests(graded_class):
-    lesson, course, _, feedback = graded_class
+    lesson, course, _, feedback, _ = graded_class
     assert feedback.returncode == 0, feedback.stderr
     lines = hidden_lines(lesson)
     assert lines
