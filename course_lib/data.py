@@ -1,15 +1,17 @@
-"""Data files of the course: a registry of public files, a verified local cache, and offline mirrors.
+"""Data files of the course: a registry of public files, the small ones committed, a verified cache, mirrors.
 
 Used from lesson 00 (environment check) on; lesson 01 builds GPT-2's tokenizer from two of these files.
-``data/registry.json`` lists each file's public URL, sha256 and size. ``data_path(name)`` returns a local
-copy whose sha256 has been checked, looking in this order:
+``data/registry.json`` lists each file's public URL, sha256 and size, and whether the file is committed in
+``data/`` (the small files the CPU lessons need are, so a clone works offline). ``data_path(name)`` returns a
+local copy whose sha256 has been checked, looking in this order:
 
-1. the cache, ``<repo>/data/cache`` (or the folder in ``$COURSE_DATA_CACHE``);
-2. mirror folders: those in ``$COURSE_DATA_MIRROR`` (separated by ``os.pathsep``), then
-   ``<repo>/../shared/data``;
-3. a download from the file's URL.
+1. the committed copy, ``<repo>/data/<name>`` (checked once per process, again only if the file changes);
+2. the cache, ``<repo>/data/cache`` (or the folder in ``$COURSE_DATA_CACHE``);
+3. mirror folders: those in ``$COURSE_DATA_MIRROR`` (separated by ``os.pathsep``);
+4. a download from the file's URL.
 
-A file only enters the cache after its sha256 matched, through a temporary file that is renamed into
+A committed copy whose sha256 is wrong is an error that says how to restore it; it is never replaced or
+deleted. A file only enters the cache after its sha256 matched, through a temporary file that is renamed into
 place, so the cache never holds a partial or corrupt copy.
 
 Shape legend (for symmetry with the other modules; nothing here has tensor shapes): B batch, T time,
@@ -23,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import urllib.parse
 import urllib.request
 import uuid
@@ -31,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]  # course_lib is installed editable from a clone
-REGISTRY_PATH = REPO_ROOT / "data" / "registry.json"
+DATA_DIR = REPO_ROOT / "data"  # the committed data files and their registry
+REGISTRY_PATH = DATA_DIR / "registry.json"
 CACHE_ENV = "COURSE_DATA_CACHE"
 MIRROR_ENV = "COURSE_DATA_MIRROR"
 DOWNLOAD_TIMEOUT_S = 60.0
@@ -54,6 +58,7 @@ class DataFile:
     sha256: str  # hex digest every local copy must match
     size: int  # bytes
     description: str  # one line for people
+    committed: bool = False  # whether the file is committed in data/ (else it is cached, mirrored or downloaded)
 
 
 def load_registry(path: str | os.PathLike | None = None) -> dict[str, DataFile]:
@@ -71,12 +76,8 @@ def cache_dir() -> Path:
 
 
 def mirror_dirs() -> list[Path]:
-    """Folders searched before downloading: ``$COURSE_DATA_MIRROR``, then ``<repo>/../shared/data``."""
-    folders = [Path(entry).expanduser() for entry in os.environ.get(MIRROR_ENV, "").split(os.pathsep) if entry]
-    shared = REPO_ROOT.parent / "shared" / "data"
-    if shared.is_dir():
-        folders.append(shared)
-    return folders
+    """Folders searched after the cache and before downloading: those in ``$COURSE_DATA_MIRROR``."""
+    return [Path(entry).expanduser() for entry in os.environ.get(MIRROR_ENV, "").split(os.pathsep) if entry]
 
 
 def sha256_of(path: str | os.PathLike) -> str:
@@ -95,6 +96,43 @@ def urllib_download(url: str, destination: Path, timeout: float = DOWNLOAD_TIMEO
         raise ValueError(f"url must be https://, http:// or file://, got {url!r}")
     with urllib.request.urlopen(url, timeout=timeout) as response, open(destination, "wb") as out:
         shutil.copyfileobj(response, out, length=1 << 20)
+
+
+# Committed copies whose sha256 matched in this process, with the (sha256, inode, size, mtime) they had then:
+# while those stay the same the file is not read again.
+_verified: dict[Path, tuple[str, int, int, int]] = {}
+
+
+def _committed_copy(entry: DataFile) -> Path | None:
+    """The committed ``data/<name>`` after checking its sha256; None if the entry is not committed or absent.
+
+    Raises ``DataError`` when the copy is there but its sha256 differs: it is left untouched, for the
+    learner to restore from git (a download must not hide a damaged checkout).
+    """
+    if not entry.committed:
+        return None
+    path = DATA_DIR / entry.name
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    seen = (entry.sha256, info.st_ino, info.st_size, info.st_mtime_ns)
+    if _verified.get(path) == seen:
+        return path
+    found = sha256_of(path)
+    if found != entry.sha256:
+        _verified.pop(path, None)
+        raise DataError(
+            f"the committed data file {entry.name!r} is damaged: {path} has sha256 {found} "
+            f"({info.st_size:,} bytes), but data/registry.json expects sha256 {entry.sha256} "
+            f"({entry.size:,} bytes). It was left as it is.\n"
+            f"To fix it: restore it from git with `git checkout HEAD -- data/{entry.name}` (run in the "
+            f"repository folder {DATA_DIR.parent}), or download it again from {entry.url} into {path}."
+        )
+    _verified[path] = seen
+    return path
 
 
 class _HashMismatch(Exception):
@@ -123,21 +161,30 @@ def data_path(
     name: str,
     *,
     registry: Mapping[str, DataFile] | None = None,
-    download: Downloader = urllib_download,
+    download: Downloader | None = None,
 ) -> Path:
-    """Path of a verified local copy of the registered file ``name`` (cache → mirrors → download).
+    """Path of a verified local copy of the registered file ``name`` (committed → cache → mirrors → download).
 
-    ``registry`` and ``download`` exist so tests can point at local files; learners never need them.
-    Raises ``ValueError`` for an unknown name and ``DataError`` when no verified copy can be obtained.
+    ``registry`` and ``download`` (default ``urllib_download``) exist so tests can point at local files;
+    learners never need them. Raises ``ValueError`` for an unknown name, and ``DataError`` when a committed
+    copy is damaged or no verified copy can be obtained.
     """
+    download = urllib_download if download is None else download
     files = load_registry() if registry is None else registry
     if not isinstance(name, str):
         raise TypeError(f"name must be a str such as 'the-verdict.txt', got {type(name).__name__}")
     if name not in files:
         raise ValueError(f"unknown data file {name!r}; known files: {', '.join(sorted(files))}")
     entry = files[name]
+    committed = _committed_copy(entry)
+    if committed is not None:
+        return committed
     target = cache_dir() / name
     problems: list[str] = []
+    if entry.committed:
+        problems.append(
+            f"the committed copy {DATA_DIR / name} is missing (restore it with `git checkout HEAD -- data/{name}`)"
+        )
 
     if target.is_file():
         found = sha256_of(target)
@@ -192,7 +239,7 @@ def gpt2_encoding():
     """tiktoken's ``gpt2`` encoding built offline from the registry's ``encoder.json`` and ``vocab.bpe``.
 
     Lesson 01, section "GPT-2's tokenizer". Equal to ``tiktoken.get_encoding("gpt2")`` but needs no network
-    once the two files are cached or mirrored. Returns a ``tiktoken.Encoding`` (cached: built once).
+    (the two files are committed in ``data/``). Returns a ``tiktoken.Encoding`` (cached: built once).
     """
     import tiktoken
     import tiktoken.load

@@ -2,14 +2,16 @@
 
 Colab itself cannot be reached from here. What the branch does can: it clones the repository, installs
 `course_lib` with pip into an interpreter that already has torch (and, on Colab, most of our other
-dependencies), puts the clone on `sys.path`, and starts the lesson, which fetches the lesson's data.
+dependencies), puts the clone on `sys.path`, and starts the lesson, which checks the lesson's data files
+(committed in the clone).
 
 The stand-in is a fresh virtual environment, without pip or packages of its own, that sees this project's
 `.venv` packages as pre-installed ones (torch 2.13.0 included), but not `course_lib`. The cell's own text runs
 unchanged except for two strings: the repository URL becomes this checkout (`file://`, so its committed
 HEAD is cloned) and `/content/course` a temporary folder. pip runs with `PIP_NO_INDEX=1`, so any attempt to
 download or reinstall torch — or anything else — fails the test, and with `PIP_REPORT` it writes what it
-installed, which must be `course_lib` alone.
+installed, which must be `course_lib` alone. The lesson's data files are committed in `data/`, so the clone
+has them: downloads go to an unreachable proxy, and no mirror is given.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def colab_python(tmp_path) -> Path:
     return python
 
 
-def test_the_colab_branch_installs_the_course_without_touching_torch_and_fetches_the_data(colab_python, tmp_path):
+def test_the_colab_branch_installs_the_course_without_touching_torch_and_finds_the_data(colab_python, tmp_path):
     clone = tmp_path / "content" / "course"
     script = tmp_path / "setup_cell.py"
     script.write_text(_colab_cell(LESSON, clone))
@@ -80,7 +82,12 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_fetches
 
     report = tmp_path / "pip-report.json"
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0", PIP_REPORT=str(report))
-    env["COURSE_DATA_MIRROR"] = str(REPO.parent / "shared" / "data")  # offline here; Colab downloads instead
+    # The clone's committed data/ must be enough: no mirror, no cache, and every download fails.
+    empty = tmp_path / "no-mirror"
+    empty.mkdir()
+    env.update(COURSE_DATA_MIRROR=str(empty), http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
+    for name in ("COURSE_DATA_CACHE", "no_proxy", "NO_PROXY", "HTTP_PROXY", "HTTPS_PROXY"):
+        env.pop(name, None)
     env.pop("PYTHONPATH", None)
     run = subprocess.run(
         [colab_python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
@@ -90,7 +97,8 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_fetches
     installed = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
     assert installed == ["course_lib"], f"pip installed more than the course: {installed}"
     assert "ready" in run.stdout, run.stdout  # start_lesson's report: data present, seeds set
-    assert sorted(p.name for p in (clone / "data" / "cache").iterdir()) == sorted(list(manifest.lesson(LESSON).data))
+    assert all((clone / "data" / name).is_file() for name in manifest.lesson(LESSON).data)
+    assert not (clone / "data" / "cache").exists(), "the committed data files should have been used as they are"
 
     after = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert after.returncode == 0, after.stderr

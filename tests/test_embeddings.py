@@ -254,12 +254,9 @@ def test_tiny_shakespeare_sentences_from_text() -> None:
 
 @pytest.fixture(scope="module")
 def shakespeare() -> str:
-    from course_lib.data import DataError, load_text
+    from course_lib.data import load_text
 
-    try:
-        return load_text("tinyshakespeare.txt")
-    except DataError as exc:  # no cached copy, no mirror and no network
-        pytest.skip(f"Tiny Shakespeare is not available: {exc}")
+    return load_text("tinyshakespeare.txt")  # committed in data/: a missing or damaged copy is a failure
 
 
 def test_tiny_shakespeare_sentences_on_the_real_file(shakespeare: str) -> None:

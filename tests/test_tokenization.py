@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.data import gpt2_encoding
+from course_lib.data import gpt2_encoding, load_text
 from course_lib.tokenization import (
     END_OF_TEXT_TOKEN,
     UNK_TOKEN,
@@ -31,7 +30,6 @@ from course_lib.tokenization import (
     train_bpe,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 VERDICT_SAMPLE = (
     "I HAD always thought Jack Gisburn rather a cheap genius--though a good fellow enough--so it was no "
     "great surprise to me to hear that, in the height of his glory, he had dropped his painting, married "
@@ -41,10 +39,7 @@ VERDICT_SAMPLE = (
 
 @functools.cache
 def verdict_text() -> str:
-    path = SHARED_DATA / "the-verdict.txt"
-    if path.exists():
-        return path.read_text(encoding="utf-8")
-    return VERDICT_SAMPLE * 20  # same kind of text when the shared mirror is absent
+    return load_text("the-verdict.txt")  # committed in data/
 
 
 @functools.cache
@@ -131,8 +126,6 @@ def test_build_vocab_sorted_then_specials():
 
 
 def test_build_vocab_of_the_verdict_has_1132_entries():
-    if not (SHARED_DATA / "the-verdict.txt").exists():
-        pytest.skip("shared data mirror not present")
     assert len(build_vocab(verdict_text())) == 1130 + 2
 
 
