@@ -1,5 +1,5 @@
 """Every lesson's instructor source executes top to bottom, headless, with no error (nbclient), and its outputs
-show what its text says they show (tests/lesson_claims.py)."""
+show what its text says they show (tests/claims/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.lesson_claims import check_claims
+from tests.claims import check_claims
 from tests.nbtools import LESSONS, source_path
 
 pytestmark = pytest.mark.slow
