@@ -1,36 +1,66 @@
 """Every lesson's instructor source executes top to bottom, headless, with no error (nbclient), and its outputs
-show what its text says they show (tests/lesson_claims.py)."""
+show what its text says they show (tests/claims/): each claim holds on the real outputs, and fails on them once
+altered by each of its breaks. Each lesson executes once; its three tests share the result (one xdist group)."""
 
 from __future__ import annotations
-
-import os
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.lesson_claims import check_claims
+from course_lib.course import grade_id
+from tests.claims import check_breaks, check_claims
 from tests.nbtools import LESSONS, source_path
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_instructor_source_executes(lesson, monkeypatch):
-    # The kernel inherits this environment: no self-grading run inside the test, and no autograder settings.
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(lesson, marks=pytest.mark.xdist_group(f"execute-{lesson}")) for lesson in LESSONS],
+)
+def executed(request):
+    """(lesson, its instructor source executed by nbclient)."""
+    lesson = request.param
     path = source_path(lesson)
     nb = nbformat.read(path, as_version=4)
-    # 180 s a cell (the slowest takes ~15 s). Generous, and it bounds a stall seen once in a CI-like run: the kernel
-    # sat idle while nbclient waited ~10 minutes for a reply, then the lesson passed (it looks like nbclient#312).
-    client = NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    client.execute()  # raises CellExecutionError naming the cell on the first error
+    with pytest.MonkeyPatch.context() as env:
+        # The kernel inherits this environment: no self-grading run inside the test, and no autograder settings.
+        env.setenv("COURSE_SELF_GRADE", "off")
+        env.delenv("NBGRADER_EXECUTION", raising=False)
+        # 180 s a cell (the slowest takes ~15 s). Generous, and it bounds a stall seen once in a CI-like run: the
+        # kernel sat idle while nbclient waited ~10 minutes for a reply, then the lesson passed (it looks like
+        # nbclient#312).
+        client = NotebookClient(
+            nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        )
+        client.execute()  # raises CellExecutionError naming the cell on the first error
+    return lesson, nb
+
+
+def _shown(nb, name: str) -> str:
+    cells = [c for c in nb.cells if grade_id(c) == name]
+    assert len(cells) == 1, f"expected one cell with grade_id {name!r}, found {len(cells)}"
+    return "".join(o.get("data", {}).get("text/plain", "") for o in cells[0].outputs)
+
+
+def test_instructor_source_executes(executed):
+    lesson, nb = executed
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert errors == []
-    setup = next(c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup")
-    shown = "".join(o.get("data", {}).get("text/plain", "") for o in setup.outputs)
+    shown = _shown(nb, "setup")
     assert "ready" in shown, f"the set-up cell reported a problem: {shown}"
-    assert os.environ["COURSE_SELF_GRADE"] == "off"
+    # The kernel did inherit COURSE_SELF_GRADE=off: the self-grading cell says so instead of grading the notebook.
+    shown = _shown(nb, "self_grade")
+    assert "Self-grading is switched off here" in shown, f"{lesson}: the self-grading cell shows {shown!r}"
+
+
+def test_outputs_show_what_the_text_says(executed):
     # The lesson's claims about computed results ("far closer to village than to city") against these outputs.
-    check_claims(lesson, nb)
+    check_claims(*executed)
+
+
+def test_each_claim_fails_when_its_output_is_altered(executed):
+    # Each claim's breaks (a value changed in the output it reads) must make its check fail: a check that cannot
+    # fail on these very outputs shows nothing.
+    check_breaks(*executed)

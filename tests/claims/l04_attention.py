@@ -1,0 +1,311 @@
+"""Claims of lesson 04_attention: what its text says its code cells show."""
+
+from __future__ import annotations
+
+from tests.claims.common import (
+    FLOAT,
+    Break,
+    Claim,
+    Family,
+    close,
+    falling,
+    literal,
+    number,
+    output,
+    require,
+    rising,
+    rows,
+    tensors,
+)
+
+SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
+
+JOURNEY = "weights = [e / sum(exps)"
+ALL_WEIGHTS = "all_weights = torch.softmax(all_scores"
+BY_HAND = "context vector of 'journey'"
+AGAIN = "ref.simple_self_attention(x)[1]"
+VARIANCE = "var(q·k / sqrt(d_k))"
+SATURATION = "softmax_statistics(raw / math.sqrt(d_k))"
+PYTORCH = "theirs = F.scaled_dot_product_attention"
+TWO_WAYS = "renormalised = zeroed"
+CAUSAL = "print(ref.causal_mask(4))"
+PADDING = "largest weight on a <pad> key"
+BOTH = "both = ref.causal_mask(T) & key_padding"
+DROPOUT = "dropping.train()"
+MODULE = "causal_attention = ref.CausalSelfAttention"
+CROSS = "cross = ref.CrossAttention("
+SWAPPED = "swapped = cross.W_key(memory)"
+COUNTS = "shakespeare_counts = Counter("
+VILLAGE = "mixed = ref.simple_self_attention(vectors)"
+AND = "phrase_weights = torch.softmax"
+
+
+def att_journey_weights(nb):
+    found = rows(output(nb, JOURNEY), rf"^weight of (\w+)\s+{FLOAT}$", "weights", 6)
+    ranked = [token for token, _ in sorted(found, key=lambda item: float(item[1]), reverse=True)]
+    require(set(ranked[:3]) == {"journey", "step", "starts"}, f"the three largest weights are {ranked[:3]}")
+    require(set(ranked[-2:]) == {"Your", "with"}, f"the two smallest weights are {ranked[-2:]}")
+
+
+def att_rows_sum_to_one(nb):
+    text = output(nb, ALL_WEIGHTS)
+    require(all(close(s, 1, 1e-3) for s in tensors(text)[0]), f"rows do not sum to 1:\n{text}")
+    require("row 'journey' as computed by hand? True" in text, f"vectorised row differs:\n{text}")
+    by_hand = literal(output(nb, BY_HAND), r"journey': (\[.*\])", "by hand")
+    again = tensors(output(nb, AGAIN))[0]
+    require(all(close(a, b, 2e-3) for a, b in zip(by_hand, again, strict=True)), f"{again} is not {by_hand} again")
+
+
+def _table(nb, marker, columns, what):
+    pattern = r"^\s*(\d+)" + r"\s*\|?\s+([\d.]+)" * columns + r"\s*$"
+    return [[float(v) for v in row] for row in rows(output(nb, marker), pattern, what, 5)]
+
+
+def att_variance(nb):
+    table = _table(nb, VARIANCE, 2, "variance table")
+    for d_k, raw, scaled in table:
+        require(close(raw / d_k, 1, 0.15), f"var(q·k) = {raw} at d_k = {d_k:.0f}: not about d_k")
+        require(close(scaled, 1, 0.15), f"scaled variance {scaled} at d_k = {d_k:.0f}: not near 1")
+
+
+def att_saturation(nb):
+    table = _table(nb, SATURATION, 4, "softmax table")
+    top_raw, top_scaled, grad_raw, grad_scaled = ([row[i] for row in table] for i in (1, 2, 3, 4))
+    require(
+        rising(top_raw) and top_raw[-1] > 0.9,
+        f"unscaled rows should turn one-hot as d_k grows: {top_raw}",
+    )
+    require(
+        falling(grad_raw) and grad_raw[-1] < grad_raw[0] / 4,
+        f"the unscaled gradient should almost vanish: {grad_raw}",
+    )
+    for name, values in (("largest weight", top_scaled), ("gradient", grad_scaled)):
+        require(max(values) <= 1.2 * min(values), f"scaled {name} should keep its size: {values}")
+
+
+def att_matches_pytorch(nb):
+    text = output(nb, PYTORCH)
+    require(number(text, rf"largest difference from PyTorch: {FLOAT}", "difference") < 1e-5, f"differs:\n{text}")
+    require(tensors(text)[0] == [0.0] * 6, f"masked key 'with' should get weight exactly 0:\n{text}")
+
+
+def att_two_ways(nb):
+    text = output(nb, TWO_WAYS)
+    weights, zeroed = tensors(text)[:2]
+    for i, row in enumerate(weights):
+        require(all(w == 0 for w in row[i + 1 :]) and close(sum(row), 1, 5e-3), f"row {i} of the causal weights: {row}")
+    require(number(text, rf"between the two ways: {FLOAT}", "difference") < 1e-6, f"the two ways differ:\n{text}")
+    require(
+        all(s < 0.999 for s in zeroed[:-1]) and close(zeroed[-1], 1, 1e-3),
+        f"zeroing without renormalising should leave rows below 1: {zeroed}",
+    )
+
+
+def att_causal_mask(nb):
+    mask = tensors(output(nb, CAUSAL))[0]
+    expected = [[j <= i for j in range(4)] for i in range(4)]
+    require(mask == expected, f"causal mask is not True on and below the diagonal: {mask}")
+
+
+def att_padding(nb):
+    text = output(nb, PADDING)
+    require(number(text, rf"on a <pad> key: {FLOAT}", "pad weight") == 0, f"<pad> columns are not all 0:\n{text}")
+    real = tensors(text.split("per row:")[-1])[0]
+    require(len(real) == 6 and all(close(s, 1, 1e-3) for s in real), f"rows should attend to the real tokens: {real}")
+
+
+def att_padding_and_causal(nb):
+    both = tensors(output(nb, BOTH))[0]
+    expected = [[int(j <= i and j < 2) for j in range(6)] for i in range(6)]
+    require(both == expected, f"'both in the past and real' should be {expected}, got {both}")
+
+
+def att_dropout(nb):
+    dropped, training, evaluation = tensors(output(nb, DROPOUT))[:3]
+    require(
+        dropped[0][0] in (0.0, 2.0) and all(w <= 2.0005 for row in dropped for w in row),
+        f"surviving weights should be doubled: first row {dropped[0]}",
+    )
+    require(any(not close(s, 1, 1e-3) for s in training), f"training rows still sum to 1: {training}")
+    require(all(close(s, 1, 1e-3) for s in evaluation), f"evaluation rows do not sum to 1: {evaluation}")
+
+
+def att_causal_module(nb):
+    text = output(nb, MODULE)
+    require("state dict: ['W_query.weight', 'W_key.weight', 'W_value.weight']" in text, f"extra state:\n{text}")
+    require("output for 4 tokens: (1, 4, 2)" in text and "ValueError:" in text, f"T handling:\n{text}")
+
+
+def att_cross_shapes(nb):
+    text = output(nb, CROSS)
+    require("output (1, 3, 4) weights (1, 3, 6)" in text, f"not one row per decoder token:\n{text}")
+    require(output(nb, SWAPPED).startswith("weights (1, 6, 3)"), "swapped roles: wrong shape")
+
+
+def att_shakespeare_counts(nb):
+    text = output(nb, COUNTS)
+    counts = {w: int(n) for w, n in rows(text, r"^(\w+)\s+appears\s+(\d+) times", "counts", 5)}
+    require(counts["cows"] == 0 and counts["huts"] == 0 and counts["village"] == 1, f"counts: {counts}")
+
+
+def _village(nb):
+    text = output(nb, VILLAGE)
+    return {
+        label: (
+            number(text, rf"^{label}\s+cosine to village: {FLOAT}", label),
+            number(text, rf"^{label}\s+cosine to village: \S+\s+to city: {FLOAT}", label),
+        )
+        for label in ("attention mix", "plain average")
+    }
+
+
+def att_village(nb):
+    village, city = _village(nb)["attention mix"]
+    require(village > city + 0.3, f"the mix is not far closer to village ({village}) than to city ({city})")
+
+
+def att_plain_average(nb):
+    (mix_v, mix_c), (avg_v, avg_c) = _village(nb)["attention mix"], _village(nb)["plain average"]
+    require(
+        close(mix_v, avg_v, 0.1) and close(mix_c, avg_c, 0.1),
+        f"plain average ({avg_v}, {avg_c}) is not close to the mix ({mix_v}, {mix_c})",
+    )
+
+
+def att_and_moves(nb):
+    text = output(nb, AND)
+    before_v, before_c, after_v, after_c = (
+        float(v) for v in rows(text, rf"^and\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}$", "'and'")[0]
+    )
+    require(close(before_v, before_c, 0.15), f"'and' alone should be of both worlds: {before_v} vs {before_c}")
+    require(
+        after_v > before_v and after_v - after_c > before_v - before_c + 0.05,
+        f"'and' should move toward village: before {before_v}/{before_c}, after {after_v}/{after_c}",
+    )
+
+
+CLAIMS = [
+    Claim(
+        "journey gave most weight to itself and to step and starts, and little to Your and with",
+        att_journey_weights,
+        [
+            Break(ORDER, JOURNEY, r"(weight of one\s+)\S+", r"\g<1>0.250"),
+            Break(ORDER, JOURNEY, r"(weight of with\s+)\S+", r"\g<1>0.180"),  # above one
+        ],
+    ),
+    Claim(
+        "every query's weights sum to 1; the vectorised row is the one computed by hand",
+        att_rows_sum_to_one,
+        [
+            Break(TENSOR, ALL_WEIGHTS, r"(?<=row sums: tensor\(\[)[\d.]+", "0.900"),
+            Break(SHOWN, ALL_WEIGHTS, r"(?<=as computed by hand\? )True", "False"),
+            Break(TENSOR, AGAIN, r"(?<=tensor\(\[)[\d.]+", "0.123"),
+        ],
+    ),
+    Claim(
+        "its variance is d_k ... Divided by √d_k, the scores keep a variance near 1",
+        att_variance,
+        [
+            Break(TABLE, VARIANCE, r"^(\s+64\s+)\S+", r"\g<1>120.0"),
+            Break(TABLE, VARIANCE, r"^(\s+256\s+\S+\s+)\S+", r"\g<1>2.500"),
+            Break(TABLE, VARIANCE, r"^\s+1024\s.*\n", ""),
+        ],
+    ),
+    Claim(
+        "the softmax saturates to an almost one-hot row and its gradient almost vanishes; scaled, the weights stay "
+        "spread out and the gradient keeps its size",
+        att_saturation,
+        [
+            Break(ORDER, SATURATION, r"^(\s+256 \|\s+)\S+", r"\g<1>0.700"),
+            Break(ORDER, SATURATION, r"^(\s+1024 \|\s+\S+\s+\S+ \|\s+)\S+", r"\g<1>0.200"),
+            Break(MARGIN, SATURATION, r"^(\s+1024 \|\s+\S+\s+)\S+", r"\g<1>0.600"),
+            Break(MARGIN, SATURATION, r"^(\s+4 \|(?:\s+\S+){2} \|\s+\S+\s+)\S+", r"\g<1>0.100"),
+        ],
+    ),
+    Claim(
+        "The reference agrees with F.scaled_dot_product_attention; masked keys get weight exactly 0",
+        att_matches_pytorch,
+        [
+            Break(MARGIN, PYTORCH, r"(?<=largest difference from PyTorch: )\S+", "0.01"),
+            Break(TENSOR, PYTORCH, r"(?<=weight given to 'with': tensor\(\[)0\.", "0.001"),
+        ],
+    ),
+    Claim(
+        "the two ways give the same weights; zeroing after the softmax leaves rows that sum to less than 1",
+        att_two_ways,
+        [
+            Break(TENSOR, TWO_WAYS, r"(?<=^tensor\(\[\[1\.000, )0\.000", "0.100"),
+            Break(MARGIN, TWO_WAYS, r"(?<=between the two ways: )\S+", "5.9e-03"),
+            Break(TENSOR, TWO_WAYS, r"(?<=only zero the weights: tensor\(\[)[\d.]+", "1.000"),
+        ],
+    ),
+    Claim(
+        "causal mask: True on and below the diagonal",
+        att_causal_mask,
+        [Break(TENSOR, CAUSAL, r"(?<=^tensor\(\[\[ True, )False", " True")],
+    ),
+    Claim(
+        "The <pad> columns are all 0. The <pad> rows still attend to the real tokens",
+        att_padding,
+        [
+            Break(MARGIN, PADDING, r"(?<=on a <pad> key: )\S+", "0.01"),
+            Break(TENSOR, PADDING, r"(?<=per row: tensor\(\[)[\d.]+", "0.900"),
+        ],
+    ),
+    Claim(
+        "a key must be both in the past and real",
+        att_padding_and_causal,
+        [Break(TENSOR, BOTH, r"(?<=^tensor\(\[\[1, )0", "1")],
+    ),
+    Claim(
+        "In training the surviving weights are doubled (p = 0.5) and rows no longer sum to 1; in evaluation they do",
+        att_dropout,
+        [
+            Break(TENSOR, DROPOUT, r"(?<=^tensor\(\[\[)[\d.]+", "1.000"),
+            Break(TENSOR, DROPOUT, r"(?<=row sums in training: )tensor\(.*\)", "tensor([1., 1., 1., 1., 1., 1.])"),
+            Break(TENSOR, DROPOUT, r"(?<=row sums in evaluation: tensor\(\[)[\d.]+", "0.5"),
+        ],
+    ),
+    Claim(
+        "nothing else in the state dict (no persistent mask buffer); T > context_length raises",
+        att_causal_module,
+        [
+            Break(SHOWN, MODULE, r"'W_value\.weight'\]", "'W_value.weight', 'mask']"),
+            Break(SHOWN, MODULE, r"^ValueError: ", "ok: "),
+        ],
+    ),
+    Claim(
+        "cross-attention weights (Tq, Tk), one row per decoder token; swapped roles give the encoder's length",
+        att_cross_shapes,
+        [
+            Break(SHOWN, CROSS, r"weights \(1, 3, 6\)", "weights (1, 6, 3)"),
+            Break(SHOWN, SWAPPED, r"^weights \(1, 6, 3\)", "weights (1, 3, 6)"),
+        ],
+    ),
+    Claim(
+        "cows and huts never occur and village once",
+        att_shakespeare_counts,
+        [
+            Break(EXACT, COUNTS, r"^(cows\s+appears\s+)\d+", r"\g<1>3"),
+            Break(EXACT, COUNTS, r"^(village\s+appears\s+)\d+", r"\g<1>2"),
+        ],
+    ),
+    Claim(
+        "the attention mix of the phrase is far closer to village than to city",
+        att_village,
+        [Break(ORDER, VILLAGE, r"^(attention mix .*to city: )\S+", r"\g<1>0.800")],
+    ),
+    Claim(
+        "the plain average of the five vectors is close to the attention mix",
+        att_plain_average,
+        [Break(MARGIN, VILLAGE, r"^(plain average\s+cosine to village: )\S+", r"\g<1>0.500")],
+    ),
+    Claim(
+        "and: alone a word of both worlds, its context vector moves toward village",
+        att_and_moves,
+        [
+            Break(MARGIN, AND, r"^(and\s+)\S+", r"\g<1>0.600"),
+            Break(ORDER, AND, r"^(and(?:\s+\S+){2}\s+)\S+", r"\g<1>0.250"),
+        ],
+    ),
+]
