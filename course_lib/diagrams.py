@@ -20,7 +20,14 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
-__all__ = ["transformer_block_post_ln_vs_pre_ln", "encoder_decoder_data_flow", "DIAGRAMS", "write_all", "main"]
+__all__ = [
+    "transformer_block_post_ln_vs_pre_ln",
+    "encoder_decoder_data_flow",
+    "DIAGRAMS",
+    "save_png",
+    "write_all",
+    "main",
+]
 
 # One colour per kind of box, the same in every diagram: (fill, edge).
 COLOURS = {
@@ -278,14 +285,18 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
 }
 
 
+def save_png(fig: Figure, path: Path) -> None:
+    """Write `fig` as the committed images are written: fixed dpi, white background, no software name."""
+    fig.savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
+
+
 def write_all(folder: Path) -> list[Path]:
-    """Draw every diagram into `folder/<name>.png`, the same bytes for the same matplotlib (no date, no version)."""
+    """Draw every diagram into `folder/<name>.png`: the same bytes for the same matplotlib (no date, no version)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, draw in DIAGRAMS.items():
-        path = folder / f"{name}.png"
-        draw().savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
-        paths.append(path)
+        save_png(draw(), folder / f"{name}.png")
+        paths.append(folder / f"{name}.png")
     return paths
 
 
