@@ -99,3 +99,8 @@ def test_student_versions_carry_their_images_inline(lesson):
     }
     for name in shown:  # the current PNG, not an older one (the full check is test_student_versions_are_up_to_date)
         assert base64.b64encode((IMAGES / name).read_bytes()).decode() in released, f"{lesson}: {name} is stale"
+
+
+def test_lesson_04_shows_the_encoder_decoder_diagram():
+    sources = [c.source for c in read(source_path("04_attention")).cells if c.cell_type == "markdown"]
+    assert any(f"](../../../images/{DIAGRAM})" in s for s in sources)
