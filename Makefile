@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test lint release grade clean-venv
+.PHONY: lab test lint images release grade clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check course_lib tests
+
+# Redraw the diagrams in images/ from course_lib/diagrams.py (commit the PNGs; then `make release` inlines them).
+images: $(STAMP)
+	$(PY) -m course_lib.diagrams
 
 # Regenerate the student versions from the instructor sources (commit the result).
 release: $(STAMP)

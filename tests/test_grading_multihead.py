@@ -4,8 +4,8 @@ known mistake has a buggy answer whose message must name it; the tests run throu
 from __future__ import annotations
 
 from course_lib import multihead as ref
-from course_lib.grading.kit import core
 from course_lib.grading import multihead as grading
+from course_lib.grading.kit import core
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
 LESSON = "05_multi_head_attention"

@@ -8,8 +8,8 @@ import functools
 import pytest
 
 from course_lib import tokenization as ref
-from course_lib.grading.kit import core
 from course_lib.grading import tokenization as grading
+from course_lib.grading.kit import core
 from tests.grader_kit import GraderKit, LessonGraderTests, mistake, wrong_answer
 
 LESSON = "01_tokenization"

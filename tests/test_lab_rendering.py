@@ -1,4 +1,5 @@
-"""In a real JupyterLab, in headless Chromium: altair charts render with no network, and nbgrader's extension loads.
+"""In a real JupyterLab, in headless Chromium: altair charts and the lessons' inlined diagrams render with no
+network, and nbgrader's extension loads.
 
 Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that reason otherwise.
 """
@@ -19,7 +20,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.nbtools import solved, stop_process_group
+from tests.nbtools import ROOT, release_path, solved, stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -38,6 +39,8 @@ attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline chec
 """
 
 SAVED_AS = "my lesson 00.ipynb"
+DIAGRAM_ALT = "The original transformer"  # lesson 04's encoder-decoder diagram, a data: URI in the student version
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
 
 def _free_port() -> int:
@@ -54,6 +57,7 @@ def lab(tmp_path):
     nbformat.write(nb, tmp_path / "chart.ipynb")
     # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
     nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
+    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     server = subprocess.Popen(
@@ -103,23 +107,46 @@ def _browser():
             browser.close()
 
 
+def _refuse_outside(page, outside: list[str]) -> None:
+    """Let the page reach the local JupyterLab only; record and refuse every other request."""
+
+    def only_local(route):
+        if route.request.url.startswith("http://127.0.0.1"):
+            route.continue_()
+        else:  # a CDN or any other host: refuse, as an offline laptop would
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_local)
+
+
 def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
     outside = []
     with _browser() as page:
-
-        def only_local(route):
-            if route.request.url.startswith("http://127.0.0.1"):
-                route.continue_()
-            else:  # a CDN or any other host: refuse, as an offline laptop would
-                outside.append(route.request.url)
-                route.abort()
-
-        page.route("**/*", only_local)
+        _refuse_outside(page, outside)
         page.goto(f"{lab}/lab/tree/chart.ipynb")
         page.wait_for_selector(".vega-embed svg, .vega-embed canvas", timeout=90_000)
         # nbgrader's JupyterLab extension adds a top-level "Nbgrader" menu.
         page.get_by_text("Nbgrader", exact=True).first.wait_for(timeout=30_000)
     assert outside == []
+
+
+def test_lesson_diagram_renders_offline(lab):
+    """Lesson 04's student version shows its diagram from the notebook itself: no file beside it, no network."""
+    outside = []
+    with _browser() as page:
+        _refuse_outside(page, outside)
+        page.goto(f"{lab}/lab/tree/04_attention.ipynb")
+        image = page.locator(f'img[alt^="{DIAGRAM_ALT}"]')
+        image.wait_for(state="attached", timeout=90_000)
+        image.scroll_into_view_if_needed(timeout=30_000)
+        assert image.get_attribute("src").startswith("data:image/png;base64,")
+        loaded = "img => img.complete && img.naturalWidth > 0"
+        page.wait_for_function(loaded, arg=image.element_handle(), timeout=30_000)
+        width = image.evaluate("img => img.naturalWidth")
+    committed = (ROOT.parent / "images" / "encoder_decoder_data_flow.png").read_bytes()
+    assert width == int.from_bytes(committed[16:20], "big")  # the PNG header's width: the whole image decoded
+    assert set(outside) <= {COLAB_BADGE}  # the badge is the lesson's only outside picture, and it is not needed
 
 
 def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):

@@ -27,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from course_lib.workflow import manifest
+from course_lib.workflow.images import MissingImageError, inline_images_in_file
 
 __all__ = [
     "CourseError",
@@ -170,6 +171,10 @@ def generated_course(lesson: str, root: Path | None = None) -> Iterator[Path]:
     try:
         shutil.copy(root / "nbgrader_config.py", tmp / "nbgrader_config.py")
         shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
+        try:  # diagrams from images/ go into the student version as data: URIs (Colab shows no relative paths)
+            inline_images_in_file(tmp / "source" / lesson / f"{lesson}.ipynb", root / "source" / lesson)
+        except MissingImageError as exc:
+            raise CourseError(str(exc)) from None
         result = run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
         if result.returncode != 0:
             raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")

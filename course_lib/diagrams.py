@@ -1,0 +1,313 @@
+"""Diagrams the lessons show but do not compute: architecture pictures drawn with matplotlib.
+
+    transformer_block_post_ln_vs_pre_ln  the 2017 post-LN block next to GPT-2's pre-LN block (for lesson 06)
+    encoder_decoder_data_flow            the original encoder-decoder transformer, cross-attention wiring included
+                                         (lesson 04 shows it where cross-attention is introduced; lesson 07 builds it)
+
+Each function returns a matplotlib Figure and changes no global settings. The committed PNGs in `images/` are
+written by `make images` (`python -m course_lib.diagrams`); a test fails when one of them is stale, and
+`make release` inlines them into the student notebooks (see course_lib/workflow/images.py).
+Both diagrams read bottom to top, as in the papers: the input enters at the bottom.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
+
+__all__ = [
+    "transformer_block_post_ln_vs_pre_ln",
+    "encoder_decoder_data_flow",
+    "DIAGRAMS",
+    "save_png",
+    "write_all",
+    "main",
+]
+
+# One colour per kind of box, the same in every diagram: (fill, edge).
+COLOURS = {
+    "attention": ("#fde2c8", "#d9822b"),
+    "cross": ("#f9c6c0", "#c0392b"),
+    "ffn": ("#cfe2f3", "#2e75b6"),
+    "norm": ("#d9ead3", "#4f8a3c"),
+    "embed": ("#e4d7ee", "#7d5ba6"),
+    "output": ("#eeeeee", "#666666"),
+    "token": ("#ffffff", "#888888"),
+    "bos": ("#fff2cc", "#bf9000"),
+}
+INK = "#333333"
+STREAM = "#c0392b"  # the residual stream
+DPI = 110
+FONT = 11
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Drawing pieces (data coordinates; every diagram uses an equal-aspect axes with its frame hidden)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _canvas(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return fig, ax
+
+
+def _box(ax: Axes, x: float, y: float, w: float, h: float, text: str, kind: str, size: float = FONT, **kw) -> None:
+    """A rounded box centred on (x, y), filled with the colour of its kind, with its label inside."""
+    fill, edge = COLOURS[kind]
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0,rounding_size=0.12",
+            facecolor=fill,
+            edgecolor=edge,
+            linewidth=1.6,
+            zorder=3,
+        )
+    )
+    ax.text(x, y, text, ha="center", va="center", fontsize=size, color=INK, zorder=4, **kw)
+
+
+def _add(ax: Axes, x: float, y: float, r: float = 0.2) -> None:
+    """A residual add: a circle with a plus."""
+    ax.add_patch(Circle((x, y), r, facecolor="white", edgecolor=INK, linewidth=1.6, zorder=3))
+    ax.plot([x - r * 0.6, x + r * 0.6], [y, y], color=INK, linewidth=1.6, zorder=4)
+    ax.plot([x, x], [y - r * 0.6, y + r * 0.6], color=INK, linewidth=1.6, zorder=4)
+
+
+def _arrow(ax: Axes, points: list[tuple[float, float]], color: str = INK, width: float = 1.6) -> None:
+    """A polyline through `points`, with an arrow head at the last one."""
+    xs, ys = zip(*points, strict=True)
+    ax.plot(xs[:-1], ys[:-1], color=color, linewidth=width, zorder=2, solid_capstyle="butt")
+    style = "-|>,head_length=7,head_width=3.5"
+    arrow = FancyArrowPatch(points[-2], points[-1], arrowstyle=style, color=color, linewidth=width, zorder=2)
+    ax.add_patch(arrow)
+
+
+def _stream(ax: Axes, points: list[tuple[float, float]]) -> None:
+    """A wide translucent band under the residual stream."""
+    xs, ys = zip(*points, strict=True)
+    ax.plot(xs, ys, color=STREAM, alpha=0.18, linewidth=13, solid_capstyle="round", solid_joinstyle="round", zorder=1)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Post-LN and pre-LN blocks
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _bypasses(ax: Axes, x: float, adds: tuple[float, float]) -> None:
+    """The residual stream of a block whose column is at `x`: around each sublayer (left of it) into its add."""
+    by, band = x - 1.45, [(x, 0.35)]
+    for start, add in zip((0.85, 4.3), adds, strict=True):
+        _arrow(ax, [(x, start), (by, start), (by, add), (x - 0.2, add)], color=STREAM, width=2.2)
+        band += [(x, start), (by, start), (by, add), (x, add)]
+    _stream(ax, [*band, (x, 8.2)])
+
+
+def _post_ln_column(ax: Axes, x: float) -> None:
+    _arrow(ax, [(x, 0.35), (x, 1.25)])
+    _box(ax, x, 1.65, 2.2, 0.8, "Multi-head\nattention", "attention")
+    _arrow(ax, [(x, 2.05), (x, 2.7)])
+    _add(ax, x, 2.9)
+    _arrow(ax, [(x, 3.1), (x, 3.45)])
+    _box(ax, x, 3.7, 2.2, 0.5, "LayerNorm", "norm")
+    _arrow(ax, [(x, 3.95), (x, 4.75)])
+    _box(ax, x, 5.15, 2.2, 0.8, "Feed-forward", "ffn")
+    _arrow(ax, [(x, 5.55), (x, 6.2)])
+    _add(ax, x, 6.4)
+    _arrow(ax, [(x, 6.6), (x, 6.95)])
+    _box(ax, x, 7.2, 2.2, 0.5, "LayerNorm", "norm")
+    _arrow(ax, [(x, 7.45), (x, 8.2)])
+    _bypasses(ax, x, (2.9, 6.4))  # the stream then goes on through each LayerNorm
+
+
+def _pre_ln_column(ax: Axes, x: float) -> None:
+    _arrow(ax, [(x, 0.35), (x, 1.25)])
+    _box(ax, x, 1.5, 2.2, 0.5, "LayerNorm", "norm")
+    _arrow(ax, [(x, 1.75), (x, 2.1)])
+    _box(ax, x, 2.5, 2.2, 0.8, "Multi-head\nattention", "attention")
+    _arrow(ax, [(x, 2.9), (x, 3.35)])
+    _add(ax, x, 3.55)
+    _arrow(ax, [(x, 3.75), (x, 4.75)])
+    _box(ax, x, 5.0, 2.2, 0.5, "LayerNorm", "norm")
+    _arrow(ax, [(x, 5.25), (x, 5.6)])
+    _box(ax, x, 6.0, 2.2, 0.8, "Feed-forward", "ffn")
+    _arrow(ax, [(x, 6.4), (x, 6.85)])
+    _add(ax, x, 7.05)
+    _arrow(ax, [(x, 7.25), (x, 8.2)])
+    _bypasses(ax, x, (3.55, 7.05))  # around every sublayer: nothing but additions touch the stream
+
+
+def transformer_block_post_ln_vs_pre_ln() -> Figure:
+    """One transformer block two ways: post-LN (Vaswani et al., 2017) and pre-LN (GPT-2), for lesson 06.
+
+    Post-LN normalises after each residual add, so the residual stream itself passes through LayerNorm. Pre-LN
+    normalises only the input of each sublayer: the stream is changed by nothing but additions, which is why
+    deep pre-LN stacks train without a learning-rate warm-up (and why GPT-2 adds one final LayerNorm on top).
+    """
+    fig, ax = _canvas(8.0, 7.0, (-0.35, 9.65), (-0.95, 9.8))
+    columns = [
+        (2.75, "Post-LN  (2017 transformer)", "LayerNorm after each residual add:\nthe stream passes through it"),
+        (7.45, "Pre-LN  (GPT-2)", "LayerNorm before each sublayer:\nonly additions touch the stream"),
+    ]
+    for (x, title, subtitle), column in zip(columns, [_post_ln_column, _pre_ln_column], strict=True):
+        column(ax, x)
+        ax.text(x - 0.2, 9.45, title, ha="center", va="center", fontsize=FONT + 2, fontweight="bold", color=INK)
+        ax.text(x - 0.2, 8.8, subtitle, ha="center", va="center", fontsize=FONT, color=INK, style="italic")
+        ax.text(x, 0.1, "x  (from the previous block)", ha="center", va="center", fontsize=FONT - 1, color=INK)
+        ax.text(x + 0.15, 8.0, "to the next block", ha="left", va="center", fontsize=FONT - 1, color=INK)
+    ax.plot([5.1, 5.1], [0.2, 8.3], color="#cccccc", linewidth=1, linestyle=(0, (4, 4)))
+    # Legend, under both columns.
+    _stream(ax, [(0.6, -0.6), (1.2, -0.6)])
+    ax.plot([0.6, 1.2], [-0.6, -0.6], color=STREAM, linewidth=2.2)
+    ax.text(1.4, -0.6, "residual stream", va="center", fontsize=FONT - 1, color=INK)
+    _add(ax, 3.55, -0.6, r=0.16)
+    ax.text(3.85, -0.6, "residual add", va="center", fontsize=FONT - 1, color=INK)
+    ax.text(5.6, -0.6, "GPT-2 adds one LayerNorm\nafter its last block", va="center", fontsize=FONT - 1, color=INK)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The encoder-decoder transformer
+# ------------------------------------------------------------------------------------------------------------
+
+
+def _tokens(ax: Axes, x: float, y: float, words: list[str], first: str = "token") -> None:
+    widths = [0.4 + 0.15 * len(w) for w in words]
+    left = x - (sum(widths) + 0.12 * (len(words) - 1)) / 2
+    for i, (word, w) in enumerate(zip(words, widths, strict=True)):
+        _box(ax, left + w / 2, y, w, 0.46, word, first if i == 0 else "token", size=FONT - 1)
+        left += w + 0.12
+
+
+def _embedding(ax: Axes, x: float, side: float) -> None:
+    """Embedding (× √d_model) plus sinusoidal positions, from y = 0.7 to the stack at y = 3.0."""
+    _arrow(ax, [(x, 0.7), (x, 1.1)])
+    _box(ax, x, 1.4, 3.0, 0.6, "Embedding × √d_model", "embed", size=FONT - 1)
+    _arrow(ax, [(x, 1.7), (x, 2.15)])
+    _add(ax, x, 2.35)
+    px = x + side * 2.4
+    _box(ax, px, 2.35, 1.55, 0.66, "sinusoidal\npositions", "embed", size=FONT - 1)
+    _arrow(ax, [(px - side * 0.78, 2.35), (x + side * 0.2, 2.35)])
+    _arrow(ax, [(x, 2.55), (x, 3.0)])
+
+
+def _stack(ax: Axes, x: float, top: float, name: str, side: float) -> None:
+    """The frame around a stack of N identical layers, from y = 3.0 to `top`, its name outside on `side`."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - 1.8, 3.0),
+            3.6,
+            top - 3.0,
+            boxstyle="round,pad=0,rounding_size=0.2",
+            facecolor="#f5f5f5",
+            edgecolor="#999999",
+            linewidth=1.4,
+            zorder=1,
+        )
+    )
+    lx, ly = x + side * 2.75, (3.0 + top) / 2
+    ax.text(lx, ly + 0.22, name, ha="center", va="center", fontsize=FONT + 2, color=INK, fontweight="bold")
+    ax.text(lx, ly - 0.25, "N × layers", ha="center", va="center", fontsize=FONT, color=INK)
+
+
+def encoder_decoder_data_flow() -> Figure:
+    """The original transformer's data flow (Vaswani et al., 2017): lesson 04 shows it at cross-attention,
+    lesson 07 builds it.
+
+    The encoder turns the source tokens into the memory, one vector per source token. The decoder reads the
+    target tokens shifted right (BOS first), and in each layer its cross-attention takes the queries from the
+    decoder and the keys and values from the encoder's memory. Every sublayer is wrapped in a residual add and a
+    LayerNorm (post-LN, see `transformer_block_post_ln_vs_pre_ln`), left out here to show the data flow.
+    """
+    fig, ax = _canvas(8.6, 7.8, (-1.6, 12.3), (-0.5, 11.85))
+    ex, dx = 2.0, 8.7
+    small = FONT - 1
+    # Encoder, left: the whole source at once, into the memory.
+    _tokens(ax, ex, 0.45, ["Your", "journey", "starts"])
+    ax.text(ex, -0.2, "source tokens", ha="center", va="center", fontsize=small, color=INK)
+    _embedding(ax, ex, side=-1)
+    _stack(ax, ex, 5.9, "Encoder", side=-1)
+    _box(ax, ex, 3.85, 3.0, 0.8, "Self-attention", "attention")
+    _arrow(ax, [(ex, 4.25), (ex, 4.75)])
+    _box(ax, ex, 5.15, 3.0, 0.8, "Feed-forward", "ffn")
+    _arrow(ax, [(ex, 5.55), (ex, 6.6)])
+    _box(ax, ex, 6.9, 3.0, 0.6, "memory", "output")
+    ax.text(ex, 7.5, "one vector per source token", ha="center", va="center", fontsize=small, style="italic")
+    note = "Every sublayer also has a residual\nadd and a LayerNorm (not drawn)."
+    ax.text(ex, 11.0, note, ha="center", va="center", fontsize=small, color="#666666", style="italic")
+    # Decoder, right: the target so far, shifted right, reads the memory through cross-attention.
+    _tokens(ax, dx, 0.45, ["<BOS>", "Ton", "voyage"], first="bos")
+    ax.text(dx, -0.2, "target tokens, shifted right (BOS first)", ha="center", va="center", fontsize=small)
+    _embedding(ax, dx, side=1)
+    _stack(ax, dx, 7.7, "Decoder", side=1)
+    _box(ax, dx, 3.75, 3.0, 0.8, "Masked\nself-attention", "attention")
+    _arrow(ax, [(dx, 4.15), (dx, 4.95)])
+    ax.text(dx + 0.12, 4.55, "queries Q", ha="left", va="center", fontsize=small, color=INK, fontweight="bold")
+    _box(ax, dx, 5.45, 3.0, 1.0, "Cross-attention\nQ from the decoder\nK, V from the memory", "cross", size=small)
+    _arrow(ax, [(dx, 5.95), (dx, 6.5)])
+    _box(ax, dx, 6.9, 3.0, 0.8, "Feed-forward", "ffn")
+    # The memory feeds the cross-attention of every decoder layer: keys and values, never queries.
+    mem = COLOURS["cross"][1]
+    _arrow(ax, [(ex + 1.5, 6.9), (5.3, 6.9), (5.3, 5.45), (dx - 1.5, 5.45)], color=mem, width=2.6)
+    ax.text(5.42, 6.2, "keys K,\nvalues V", ha="left", va="center", fontsize=small, color=mem, fontweight="bold")
+    ax.text(5.42, 5.75, "(every layer)", ha="left", va="center", fontsize=small - 1, color=mem)
+    # Output head: one distribution over the vocabulary per target position.
+    _arrow(ax, [(dx, 7.3), (dx, 8.25)])
+    _box(ax, dx, 8.6, 3.0, 0.7, "Linear\nd_model → vocabulary", "output", size=small)
+    _arrow(ax, [(dx, 8.95), (dx, 9.35)])
+    _box(ax, dx, 9.65, 3.0, 0.6, "Softmax", "output")
+    _arrow(ax, [(dx, 9.95), (dx, 10.35)])
+    for i, p in enumerate([0.15, 0.7, 0.3, 0.1, 0.45, 0.2, 0.05]):
+        ax.add_patch(FancyBboxPatch((dx - 0.95 + i * 0.28, 10.45), 0.2, p, boxstyle="square,pad=0", color="#666666"))
+    ax.text(dx, 11.5, "next-token probabilities", ha="center", va="center", fontsize=FONT, color=INK)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------------------
+# images/: `make images`
+# ------------------------------------------------------------------------------------------------------------
+
+DIAGRAMS: dict[str, Callable[[], Figure]] = {
+    "transformer_block_post_ln_vs_pre_ln": transformer_block_post_ln_vs_pre_ln,
+    "encoder_decoder_data_flow": encoder_decoder_data_flow,
+}
+
+
+def save_png(fig: Figure, path: Path) -> None:
+    """Write `fig` as the committed images are written: fixed dpi, white background, no software name."""
+    fig.savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
+
+
+def write_all(folder: Path) -> list[Path]:
+    """Draw every diagram into `folder/<name>.png`: the same bytes for the same matplotlib (no date, no version)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, draw in DIAGRAMS.items():
+        save_png(draw(), folder / f"{name}.png")
+        paths.append(folder / f"{name}.png")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m course_lib.diagrams [FOLDER]`: write every diagram (default: the repository's images/)."""
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0]) if args else Path(__file__).resolve().parents[1] / "images"
+    for path in write_all(folder):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
