@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from course_lib.course import grade_id
+from course_lib.workflow.course import grade_id
 from nbclient import NotebookClient
 
 from tests.claims import check_breaks, check_claims

@@ -47,7 +47,7 @@ SETUP_ID = "setup"
 
 SETUP_TEMPLATE = """\
 # Set-up: run this cell first. On Colab it installs the course package (keeping Colab's torch) and
-# fetches the data; on your own machine it only checks what is there.
+# clones the course with its data; on your own machine it only checks what is there.
 import sys
 
 if "google.colab" in sys.modules:
