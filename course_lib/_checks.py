@@ -20,6 +20,7 @@ Shape legend: B batch, T time, H heads, D head size, C / d_model channels, V voc
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from numbers import Integral
@@ -109,17 +110,47 @@ def instance(name: str, value: object, cls: type | tuple[type, ...], what: str) 
 # ------------------------------------------------------------------------------------------------------------
 
 
-def _parse(shape: str) -> tuple[bool, list[str]]:
-    """("..., T, D") -> (True, ["T", "D"]): whether leading dimensions are free, and the labels."""
+@functools.cache
+def _parse(shape: str) -> tuple[bool, tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """ "..., T<=max_len, n_heads*D" -> (True, (("T", "max_len", ("T",)), ("n_heads*D", "", ("n_heads", "D")))):
+    whether leading dimensions are free, and each label with its bound (or "") and its factors."""
     labels = [label.strip() for label in shape.split(",")]
-    return labels[0] == "...", labels[1:] if labels[0] == "..." else labels
+    free = labels[0] == "..."
+    parsed = []
+    for label in labels[1:] if free else labels:
+        label, _, limit = label.partition("<=")
+        parsed.append((label, limit, tuple(label.split("*"))))
+    return free, tuple(parsed)
+
+
+def _broadcast(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The shape that `shapes` broadcast to, or None: torch.broadcast_shapes without its cost on every call."""
+    result = [1] * max((len(shape) for shape in shapes), default=0)
+    for shape in shapes:
+        for i, size in enumerate(shape, start=len(result) - len(shape)):
+            if size != 1:
+                if result[i] not in (1, size):
+                    return None
+                result[i] = size
+    return tuple(result)
+
+
+def _not_shaped(name: str, value: Tensor, shape: str, sizes: dict[str, int]) -> ValueError:
+    """The error for a tensor that does not fit `shape`; built only when needed (forward passes check often)."""
+    free, labels = _parse(shape)
+    used = set(shape.replace("<=", ",").replace("*", ",").replace(" ", "").split(","))
+    where = ", ".join(f"{label}={size}" for label, size in sizes.items() if label in used)
+    rank = f"at least {len(labels)}-D" if free else f"{len(labels)}-D"
+    where = f" where {where}" if where else ""
+    return ValueError(f"`{name}` must be {rank} with shape ({shape}){where}, got {tuple(value.shape)}")
 
 
 def tensor(name: str, value: object, shape: str | None = None, *, integer: bool = False, **sizes: int) -> dict:
     """A torch.Tensor, with an integer dtype if `integer`, shaped like `shape` (see the module docstring).
 
     `sizes` give the labels a size: tensor("x", x, "B, T, d_in", d_in=8). Returns the size of each label of
-    `shape` (a bounded one by its name, "T" for "T<=max_len"), e.g. {"B": 2, "T": 5, "d_in": 8}.
+    `shape` (a bounded one by its name, "T" for "T<=max_len"), e.g. {"B": 2, "T": 5, "d_in": 8}, and for a
+    shape starting with "..." the leading dimensions under "...".
     """
     if not isinstance(value, Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor, got {type(value).__name__}")
@@ -129,22 +160,17 @@ def tensor(name: str, value: object, shape: str | None = None, *, integer: bool 
         return {}
     positive_ints(**sizes)
     free, labels = _parse(shape)
-    used = set(shape.replace("<=", ",").replace("*", ",").replace(" ", "").split(","))
-    where = ", ".join(f"{label}={size}" for label, size in sizes.items() if label in used)
-    rank = f"{'at least ' if free else ''}{len(labels)}-D"
-    expected = f"{rank} with shape ({shape})" + (f" where {where}" if where else "")
     if value.dim() < len(labels) or (not free and value.dim() > len(labels)):
-        raise ValueError(f"`{name}` must be {expected}, got {tuple(value.shape)}")
-    found: dict[str, int] = {}
-    for label, size in zip(labels, value.shape[value.dim() - len(labels) :], strict=True):
-        label, _, limit = label.partition("<=")
+        raise _not_shaped(name, value, shape, sizes)
+    found: dict[str, int | tuple[int, ...]] = {"...": tuple(value.shape[: value.dim() - len(labels)])} if free else {}
+    for (label, limit, factors), size in zip(labels, value.shape[value.dim() - len(labels) :], strict=True):
         if limit and size > sizes[limit]:
             raise ValueError(f"`{name}` has {label}={size}, more than {limit}={sizes[limit]}")
-        factors = label.split("*")
-        known = math.prod(sizes[factor] for factor in factors if factor in sizes)
-        wrong = size != known if all(factor in sizes for factor in factors) else size % known
-        if wrong or found.setdefault(label, size) != size:
-            raise ValueError(f"`{name}` must be {expected}, got {tuple(value.shape)}")
+        known = [sizes[factor] for factor in factors if factor in sizes] if sizes else ()
+        if known and (size != math.prod(known) if len(known) == len(factors) else size % math.prod(known)):
+            raise _not_shaped(name, value, shape, sizes)
+        if found.setdefault(label, size) != size:
+            raise _not_shaped(name, value, shape, sizes)
     return found
 
 
@@ -157,8 +183,12 @@ def tensors(**specs: tuple[object, str] | int) -> None:
     sizes = {label: size for label, size in specs.items() if not isinstance(size, tuple)}
     shapes = {name: spec for name, spec in specs.items() if isinstance(spec, tuple)}
     first: dict[str, tuple[str, int]] = {}  # label -> (the first tensor that has it, its size there)
+    leading: dict[str, tuple[int, ...]] = {}  # the "..." dimensions of each tensor that has them
     for name, (value, shape) in shapes.items():
         for label, size in tensor(name, value, shape, **sizes).items():
+            if label == "...":
+                leading[name] = size
+                continue
             other, other_size = first.setdefault(label, (name, size))
             if size != other_size:
                 what = "batch size B" if label == "B" else f"dimension {label}"
@@ -166,13 +196,10 @@ def tensors(**specs: tuple[object, str] | int) -> None:
                     f"`{other}` and `{name}` must have the same {what}, "
                     f"got {other} {tuple(shapes[other][0].shape)} and {name} {tuple(value.shape)}"
                 )
-    leading = {name: v.shape[: v.dim() - len(_parse(s)[1])] for name, (v, s) in shapes.items() if _parse(s)[0]}
-    try:
-        torch.broadcast_shapes(*leading.values())
-    except RuntimeError:
+    if len(set(leading.values())) > 1 and _broadcast(*leading.values()) is None:
         got = " and ".join(f"{name} {tuple(shapes[name][0].shape)}" for name in leading)
         names = " and ".join(f"`{name}`" for name in leading)
-        raise ValueError(f"the leading dimensions (...) of {names} must broadcast together, got {got}") from None
+        raise ValueError(f"the leading dimensions (...) of {names} must broadcast together, got {got}")
 
 
 def mask(name: str, value: object, target: tuple[int, ...]) -> None:
@@ -183,11 +210,7 @@ def mask(name: str, value: object, target: tuple[int, ...]) -> None:
         raise TypeError(f"`{name}` must be a bool torch.Tensor (True = may attend), got {type(value).__name__}")
     if value.dtype != torch.bool:
         raise TypeError(f"`{name}` must have dtype torch.bool (True = may attend), got {value.dtype}")
-    try:
-        shape = torch.broadcast_shapes(value.shape, target)
-    except RuntimeError:
-        shape = None
-    if shape != torch.Size(target):
+    if _broadcast(value.shape, target) != tuple(target):
         raise ValueError(
             f"`{name}` of shape {tuple(value.shape)} does not broadcast to the scores' shape {tuple(target)}"
         )

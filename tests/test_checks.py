@@ -146,9 +146,21 @@ def test_tensor_shapes_return_the_size_of_each_label():
     x = torch.zeros(2, 5, 12, dtype=torch.long)
     assert _checks.tensor("x", x) == {}
     assert _checks.tensor("x", x, "B, T, C", integer=True) == {"B": 2, "T": 5, "C": 12}
-    assert _checks.tensor("x", x, "..., T<=max_len, n_heads*D", max_len=5, n_heads=4) == {"T": 5, "n_heads*D": 12}
-    assert _checks.tensor("x", x, "..., C", C=12) == {"C": 12}
-    assert _checks.tensor("x", x, "..., B, T, C") == {"B": 2, "T": 5, "C": 12}
+    bounded = _checks.tensor("x", x, "..., T<=max_len, n_heads*D", max_len=5, n_heads=4)
+    assert bounded == {"...": (2,), "T": 5, "n_heads*D": 12}
+    assert _checks.tensor("x", x, "..., C", C=12) == {"...": (2, 5), "C": 12}
+    assert _checks.tensor("x", x, "..., B, T, C") == {"...": (), "B": 2, "T": 5, "C": 12}
+
+
+@pytest.mark.parametrize(
+    "shapes", [((2, 1, 4), (3, 1)), ((0, 1), (1, 5)), ((), (2, 3)), ((2, 3), (3, 2)), ((0,), (2,)), ((4, 1), (1,))]
+)
+def test_broadcast_agrees_with_torch(shapes):
+    try:
+        expected = tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        expected = None
+    assert _checks._broadcast(*shapes) == expected
 
 
 def test_tensors_compare_shared_labels_and_broadcast_leading_dimensions():
