@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,3 +185,14 @@ def test_tensors_compare_shared_labels_and_broadcast_leading_dimensions():
         )
     with pytest.raises(TypeError, match="`k` must be a torch.Tensor"):
         _checks.tensors(q=(q, "..., Tq, dk"), k=(k.tolist(), "..., Tk, dk"))
+
+
+def test_no_module_imports_another_modules_private_names():
+    """The house rule _checks exists for: shared helpers are public names or live in _checks."""
+    offenders = []
+    for path in sorted(Path(_checks.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_lib"):
+                private = [a.name for a in node.names if a.name.startswith("_") and a.name != "_checks"]
+                offenders += [f"{path.name}: from {node.module} import {name}" for name in private]
+    assert offenders == []

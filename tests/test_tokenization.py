@@ -11,6 +11,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib import tokenization
 from course_lib.data import gpt2_encoding
 from course_lib.tokenization import (
     END_OF_TEXT_TOKEN,
@@ -18,6 +19,7 @@ from course_lib.tokenization import (
     BPEStep,
     SimpleTokenizer,
     TokenWindowDataset,
+    apply_merge,
     bpe_decode,
     bpe_encode,
     bpe_encode_steps,
@@ -211,6 +213,14 @@ def test_merge_pair_matches_brute_force(ids, a, b):
     original = list(ids)
     assert merge_pair(ids, (a, b), 99) == reference_merge(ids, (a, b), 99)
     assert ids == original
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(0, 3), st.integers(0, 3))
+def test_apply_merge_is_merge_pair_without_the_checks(ids, a, b):
+    original = list(ids)
+    assert apply_merge(ids, (a, b), 99) == merge_pair(ids, (a, b), 99)
+    assert ids == original
+    assert tokenization._merge is apply_merge  # the old private name, still called by course_lib.grading.bpe
 
 
 def test_merge_pair_errors():
