@@ -1,9 +1,9 @@
 """Argument checks shared by the course modules: one line at the top of a function, so the math comes first.
 
 Each check raises TypeError (the wrong kind of object) or ValueError (the right kind, a wrong value) with a
-message that names the argument, shows the value and says what was expected. Two exceptions to that split,
-kept because tests and lessons rely on them: `positive_int` and its relatives raise ValueError for any bad
-value, a float or a str included.
+message that names the argument, shows the value and says what was expected. One exception, kept because
+tests pin it: the number checks of the tensor modules (`positive_int`, `int_between`, `positive_even`,
+`divisible`, `positive_number`, `probability`) raise ValueError for any bad value, a float or a str included.
 
 Tensor shapes are written like the shape comments of the lessons:
 
