@@ -21,6 +21,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from course_lib import _checks
+
 __all__ = [
     "simple_self_attention",
     "attention_weights",
@@ -34,49 +36,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Argument checks (shared by this module and course_lib.multihead)
-# ------------------------------------------------------------------------------------------------------------
-
-
-def _check_tensor(name: str, x: object, min_dim: int = 0) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(f"`{name}` must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
-
-
-def _check_mask(name: str, mask: object, target: tuple[int, ...]) -> None:
-    """A mask must be bool and broadcast to the shape of the scores it masks."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"`{name}` must be a bool torch.Tensor (True = may attend), got {type(mask).__name__}")
-    if mask.dtype != torch.bool:
-        raise TypeError(f"`{name}` must have dtype torch.bool (True = may attend), got {mask.dtype}")
-    try:
-        shape = torch.broadcast_shapes(mask.shape, target)
-    except RuntimeError:
-        shape = None
-    if shape != torch.Size(target):
-        raise ValueError(
-            f"`{name}` of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(target)}"
-        )
-
-
-def _check_dropout(dropout: object) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"`dropout` must be a probability in [0, 1), got {dropout!r}")
-
-
-def _check_features(name: str, x: Tensor, expected: int, what: str) -> None:
-    if x.dim() != 3 or x.shape[-1] != expected:
-        raise ValueError(f"`{name}` must have shape (B, T, {what}={expected}), got {tuple(x.shape)}")
-
-
-# ------------------------------------------------------------------------------------------------------------
 # Functions
 # ------------------------------------------------------------------------------------------------------------
 
@@ -87,9 +46,7 @@ def simple_self_attention(x: Tensor) -> Tensor:
     Lesson 04, exercise `simple_self_attention`. No trainable weights and no scaling: the token vectors play
     the roles of query, key and value at once.  x: (T, C) -> (T, C).
     """
-    _check_tensor("x", x)
-    if x.dim() != 2:
-        raise ValueError(f"`x` must have shape (T, C), got {tuple(x.shape)}")
+    _checks.tensor("x", x, "T, C")
     scores = x @ x.T  # (T, C) @ (C, T) -> (T, T)
     weights = torch.softmax(scores, dim=-1)  # each row sums to 1
     return weights @ x  # (T, T) @ (T, C) -> (T, C)
@@ -101,15 +58,12 @@ def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tenso
     Lesson 04 (used by every attention module of lessons 04-05).
     q: (..., Tq, dk), k: (..., Tk, dk), mask: bool, broadcastable to (..., Tq, Tk) -> (..., Tq, Tk).
     """
-    _check_tensor("q", q, min_dim=2)
-    _check_tensor("k", k, min_dim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"`q` and `k` must share the last dimension dk, got q {tuple(q.shape)} and k {tuple(k.shape)}")
+    _checks.tensors(q=(q, "..., Tq, dk"), k=(k, "..., Tk, dk"))
     scores = q @ k.transpose(-2, -1)  # (..., Tq, dk) @ (..., dk, Tk) -> (..., Tq, Tk)
     # Without the 1/sqrt(dk) the scores' variance grows with dk and the softmax saturates to one-hot rows.
     scores = scores / math.sqrt(q.shape[-1])
     if mask is not None:
-        _check_mask("mask", mask, tuple(scores.shape))
+        _checks.mask("mask", mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, float("-inf"))  # exp(-inf) = 0: masked keys get zero weight
     return torch.softmax(scores, dim=-1)
 
@@ -122,12 +76,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     q: (..., Tq, dk), k: (..., Tk, dk), v: (..., Tk, dv), mask: bool broadcastable to (..., Tq, Tk),
     True = keep -> out (..., Tq, dv), weights (..., Tq, Tk).
     """
-    _check_tensor("v", v, min_dim=2)
-    _check_tensor("k", k, min_dim=2)
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"`k` and `v` must have the same number of positions Tk, got k {tuple(k.shape)} and v {tuple(v.shape)}"
-        )
+    _checks.tensors(q=(q, "..., Tq, dk"), k=(k, "..., Tk, dk"), v=(v, "..., Tk, dv"))
     weights = attention_weights(q, k, mask)  # (..., Tq, Tk)
     return weights @ v, weights  # (..., Tq, Tk) @ (..., Tk, dv) -> (..., Tq, dv)
 
@@ -137,7 +86,7 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
 
     Lesson 04, exercise `causal_mask`. Build it for the actual length of each batch, not once for the maximum.
     """
-    _check_positive_int("T", T)
+    _checks.positive_int("T", T)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
 
 
@@ -149,18 +98,12 @@ def padding_mask(lengths: Tensor | list[int], T: int | None = None) -> Tensor:
     mask as it is would line B up with Tq, a silent bug when B == Tq.
     lengths: (B,) ints, T defaults to max(lengths) -> (B, T) bool.
     """
-    lengths = torch.as_tensor(lengths)
-    if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise ValueError(
-            f"`lengths` must be a 1-D sequence of ints, got {lengths.dtype} of shape {tuple(lengths.shape)}"
-        )
-    if len(lengths) == 0 or int(lengths.min()) < 1:
-        raise ValueError(f"`lengths` must be non-empty with every length >= 1, got {lengths.tolist()}")
-    if T is None:
-        T = int(lengths.max())
-    _check_positive_int("T", T)
-    if int(lengths.max()) > T:
-        raise ValueError(f"`lengths` must be <= T={T}, got max length {int(lengths.max())}")
+    lengths = torch.as_tensor(lengths)  # (B,)
+    ints = not (lengths.dtype.is_floating_point or lengths.dtype == torch.bool)
+    if lengths.dim() != 1 or not ints or len(lengths) == 0 or lengths.min() < 1:
+        raise ValueError(f"`lengths` must be a non-empty 1-D sequence of ints >= 1, got {lengths.tolist()}")
+    T = int(lengths.max()) if T is None else T
+    _checks.int_between("T", T, int(lengths.max()), note="the longest of `lengths`")
     positions = torch.arange(T, device=lengths.device)  # (T,)
     return positions[None, :] < lengths[:, None]  # (1, T) < (B, 1) -> (B, T)
 
@@ -178,8 +121,7 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False) -> None:
         super().__init__()
-        _check_positive_int("d_in", d_in)
-        _check_positive_int("d_out", d_out)
+        _checks.positive_ints(d_in=d_in, d_out=d_out)
         self.d_in, self.d_out = d_in, d_out
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -189,8 +131,7 @@ class SelfAttention(nn.Module):
         self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x: (B, T, d_in); mask: optional bool broadcastable to (B, T, T), True = keep."""
-        _check_tensor("x", x)
-        _check_features("x", x, self.d_in, "d_in")
+        _checks.tensor("x", x, "B, T, d_in", d_in=self.d_in)
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # each (B, T, d_out)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, T, d_out), (B, T, T)
         return (out, weights) if need_weights else out
@@ -208,10 +149,8 @@ class CausalSelfAttention(nn.Module):
         self, d_in: int, d_out: int, context_length: int, dropout: float = 0.0, qkv_bias: bool = False
     ) -> None:
         super().__init__()
-        _check_positive_int("d_in", d_in)
-        _check_positive_int("d_out", d_out)
-        _check_positive_int("context_length", context_length)
-        _check_dropout(dropout)
+        _checks.positive_ints(d_in=d_in, d_out=d_out, context_length=context_length)
+        _checks.probability("dropout", dropout)
         self.d_in, self.d_out, self.context_length = d_in, d_out, context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -222,14 +161,11 @@ class CausalSelfAttention(nn.Module):
         self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x: (B, T, d_in); mask: optional bool (e.g. key padding) broadcastable to (B, T, T), True = keep."""
-        _check_tensor("x", x)
-        _check_features("x", x, self.d_in, "d_in")
-        if x.shape[1] > self.context_length:
-            raise ValueError(f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}")
+        _checks.tensor("x", x, "B, T<=context_length, d_in", d_in=self.d_in, context_length=self.context_length)
         B, T, _ = x.shape
+        _checks.mask("mask", mask, (B, T, T))
         allowed = causal_mask(T, device=x.device)  # (T, T), new: built for this call's T
         if mask is not None:
-            _check_mask("mask", mask, (B, T, T))
             allowed = allowed & mask  # (B, T, T): causal and not padding
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # each (B, T, d_out)
         weights = attention_weights(q, k, allowed)  # (B, T, T)
@@ -248,9 +184,8 @@ class CrossAttention(nn.Module):
 
     def __init__(self, d_model: int, d_memory: int | None = None, qkv_bias: bool = False) -> None:
         super().__init__()
-        _check_positive_int("d_model", d_model)
         d_memory = d_model if d_memory is None else d_memory
-        _check_positive_int("d_memory", d_memory)
+        _checks.positive_ints(d_model=d_model, d_memory=d_memory)
         self.d_model, self.d_memory = d_model, d_memory
         self.W_query = nn.Linear(d_model, d_model, bias=qkv_bias)  # reads the decoder
         self.W_key = nn.Linear(d_memory, d_model, bias=qkv_bias)  # reads the encoder
@@ -260,19 +195,12 @@ class CrossAttention(nn.Module):
         self, x: Tensor, memory: Tensor, memory_mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """memory_mask: optional bool broadcastable to (B, Tq, Tk), True = keep (e.g. encoder padding)."""
-        _check_tensor("x", x)
-        _check_tensor("memory", memory)
-        _check_features("x", x, self.d_model, "d_model")
-        _check_features("memory", memory, self.d_memory, "d_memory")
-        if x.shape[0] != memory.shape[0]:
-            raise ValueError(
-                f"`x` and `memory` must have the same batch size B, "
-                f"got x {tuple(x.shape)} and memory {tuple(memory.shape)}"
-            )
+        _checks.tensors(
+            x=(x, "B, Tq, d_model"), memory=(memory, "B, Tk, d_memory"), d_model=self.d_model, d_memory=self.d_memory
+        )
+        _checks.mask("memory_mask", memory_mask, (*x.shape[:2], memory.shape[1]))  # (B, Tq, Tk)
         q = self.W_query(x)  # (B, Tq, d_model)
         k = self.W_key(memory)  # (B, Tk, d_model)
         v = self.W_value(memory)  # (B, Tk, d_model)
-        if memory_mask is not None:
-            _check_mask("memory_mask", memory_mask, (x.shape[0], x.shape[1], memory.shape[1]))
         out, weights = scaled_dot_product_attention(q, k, v, memory_mask)  # (B, Tq, d_model), (B, Tq, Tk)
         return (out, weights) if need_weights else out

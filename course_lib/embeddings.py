@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from course_lib import _checks
+
 if TYPE_CHECKING:  # gensim is imported only by the functions that need it
     from gensim.models import KeyedVectors
 
@@ -35,14 +37,6 @@ __all__ = [
     "load_pretrained_vectors",
 ]
 
-_INTEGER_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
-
-
-def _check_tensor(name: str, x: object) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(x).__name__}")
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Lookup = one-hot x matrix
 # ------------------------------------------------------------------------------------------------------------
@@ -54,18 +48,10 @@ def one_hot_embed(token_ids: Tensor, weight: Tensor) -> Tensor:
     Lesson 02, exercise `one_hot_embed`. token_ids (...) integer, weight (V, C) -> (..., C).
     The product only shows *why* a lookup is a linear layer; nn.Embedding does the cheap indexing instead.
     """
-    _check_tensor("token_ids", token_ids)
-    _check_tensor("weight", weight)
-    if token_ids.dtype not in _INTEGER_DTYPES:
-        raise TypeError(f"`token_ids` must be an integer tensor (e.g. torch.long), got {token_ids.dtype}")
-    if weight.dim() != 2:
-        raise ValueError(f"`weight` must be 2-D (vocab_size, d_model), got shape {tuple(weight.shape)}")
+    _checks.tensor("token_ids", token_ids, integer=True)
+    _checks.tensor("weight", weight, "V, C")
     V = weight.shape[0]
-    if token_ids.numel() and (token_ids.min() < 0 or token_ids.max() >= V):
-        raise ValueError(
-            f"`token_ids` must lie in 0..{V - 1} (the rows of `weight`), "
-            f"got values from {token_ids.min().item()} to {token_ids.max().item()}"
-        )
+    _checks.indices("token_ids", token_ids, V, "the rows of `weight`")
     one_hot = F.one_hot(token_ids.long(), num_classes=V).to(weight.dtype)  # (..., V)
     return one_hot @ weight  # (..., V) @ (V, C) -> (..., C)
 
@@ -81,16 +67,7 @@ def cosine_similarity(a: Tensor, b: Tensor, eps: float = 1e-8) -> Tensor:
     Lesson 02, exercise `cosine_similarity`. a (..., C), b (..., C) -> (...). Each norm is clamped at `eps`,
     as in torch.nn.functional.cosine_similarity, so a zero vector has similarity 0 with everything.
     """
-    _check_tensor("a", a)
-    _check_tensor("b", b)
-    if a.dim() == 0 or b.dim() == 0 or a.shape[-1] != b.shape[-1]:
-        raise ValueError(
-            f"`a` and `b` must end in the same dimension C, got shapes {tuple(a.shape)} and {tuple(b.shape)}"
-        )
-    try:
-        torch.broadcast_shapes(a.shape, b.shape)
-    except RuntimeError:
-        raise ValueError(f"shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    _checks.tensors(a=(a, "..., C"), b=(b, "..., C"))
     dot = (a * b).sum(-1)  # (...)
     return dot / (a.norm(dim=-1).clamp_min(eps) * b.norm(dim=-1).clamp_min(eps))  # (...)
 
@@ -101,16 +78,9 @@ def most_similar(query: Tensor, matrix: Tensor, k: int, exclude: Iterable[int] =
     Lesson 02, exercise `most_similar`. query (C,), matrix (V, C) -> LongTensor (k,). Ties go to the lower
     row index. Rows listed in `exclude` (e.g. the query word itself) are skipped.
     """
-    _check_tensor("query", query)
-    _check_tensor("matrix", matrix)
-    if matrix.dim() != 2 or query.shape != matrix.shape[1:]:
-        raise ValueError(
-            f"`query` must be (C,) and `matrix` (V, C), got {tuple(query.shape)} and {tuple(matrix.shape)}"
-        )
+    _checks.tensors(query=(query, "C"), matrix=(matrix, "V, C"))
     excluded = sorted(set(int(i) for i in exclude))
-    available = matrix.shape[0] - len(excluded)
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= available:
-        raise ValueError(f"`k` must be an int in 1..{available} (rows left to rank), got {k!r}")
+    _checks.int_between("k", k, 1, matrix.shape[0] - len(excluded), note="rows left to rank")
     scores = cosine_similarity(query, matrix)  # (V,)
     if excluded:
         scores = scores.index_fill(0, torch.tensor(excluded, device=scores.device), float("-inf"))
@@ -126,9 +96,7 @@ def analogy(a: str, b: str, c: str, vectors: Tensor, vocab: Sequence[str] | Mapp
     unit length first (the 3CosAdd rule of Mikolov et al., 2013, also used by gensim), so frequent words with
     long vectors do not dominate. With good vectors, analogy("man", "king", "woman", ...) -> ["queen"].
     """
-    _check_tensor("vectors", vectors)
-    if vectors.dim() != 2:
-        raise ValueError(f"`vectors` must be 2-D (V, C), got shape {tuple(vectors.shape)}")
+    _checks.tensor("vectors", vectors, "V, C")
     index = dict(vocab) if isinstance(vocab, Mapping) else {word: i for i, word in enumerate(vocab)}
     words = {i: word for word, i in index.items()}
     if len(words) != vectors.shape[0]:
@@ -191,14 +159,7 @@ def train_word2vec(
         if not all(isinstance(w, str) for w in words):
             raise TypeError(f"each sentence must be a list of str words, got {words[:5]!r}")
         checked.append(words)
-    for name, value in (
-        ("vector_size", vector_size),
-        ("window", window),
-        ("epochs", epochs),
-        ("workers", workers),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+    _checks.positive_ints(vector_size=vector_size, window=window, epochs=epochs, workers=workers)
     model = Word2Vec(
         sentences=checked,
         vector_size=vector_size,
@@ -230,10 +191,9 @@ def tiny_shakespeare_sentences(
         from course_lib.data import load_text  # imported here: the data module is only needed for the default
 
         text = load_text("tinyshakespeare.txt")
-    if not isinstance(text, str):
-        raise TypeError(f"`text` must be a str, got {type(text).__name__}")
-    if max_sentences is not None and (not isinstance(max_sentences, int) or max_sentences < 1):
-        raise ValueError(f"`max_sentences` must be a positive int or None, got {max_sentences!r}")
+    _checks.instance("text", text, str, "a str")
+    if max_sentences is not None:
+        _checks.positive_int("max_sentences", max_sentences)
     lines = [line for line in text.splitlines() if not (drop_speakers and _SPEAKER.match(line.strip()))]
     sentences = []
     for chunk in _SENTENCE_END.split("\n".join(lines).lower()):

@@ -20,10 +20,11 @@ import json
 import os
 from collections.abc import Collection, Iterable
 from itertools import pairwise
-from numbers import Integral
 from typing import Literal, NamedTuple
 
 import regex
+
+from course_lib import _checks
 
 # GPT-2's pre-split pattern, as in OpenAI's encoder.py (tiktoken's r50k pattern is an equivalent form):
 #   's 't 're 've 'm 'll 'd    common English contractions (lowercase only, as in GPT-2)
@@ -113,7 +114,7 @@ class GPT2Tokenizer:
 
     def pre_split(self, text: str) -> list[str]:
         """Cut ``text`` into the pieces BPE works on; ``"Hello world"`` → ``["Hello", " world"]``."""
-        _check_text(text)
+        _checks.string("text", text)
         return self.split_regex.findall(text)
 
     def _to_symbols(self, piece: str) -> list[str]:
@@ -151,7 +152,7 @@ class GPT2Tokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode ``text``, treating special-token text such as ``<|endoftext|>`` as plain text."""
-        _check_text(text)
+        _checks.string("text", text)
         ids: list[int] = []
         for piece in self.pre_split(_replace_lone_surrogates(text)):
             ids.extend(self._bpe(piece))
@@ -169,7 +170,7 @@ class GPT2Tokenizer:
         (by default every special token that is not allowed) raises ValueError, because it usually means
         untrusted text is trying to inject a control token. Use ``encode_ordinary`` to treat it as text.
         """
-        _check_text(text)
+        _checks.string("text", text)
         allowed = self._special_set("allowed_special", allowed_special)
         if disallowed_special == "all":
             disallowed = set(self.special_tokens) - allowed
@@ -233,13 +234,9 @@ class GPT2Tokenizer:
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         """The raw bytes of ``ids`` (one token may hold only part of a multi-byte character)."""
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-            raise TypeError(f"ids must be a list of ints, got {type(ids).__name__}")
         chunks = []
-        for position, index in enumerate(ids):
-            if isinstance(index, bool) or not isinstance(index, Integral):
-                raise TypeError(f"ids must contain only ints, but item {position} is {index!r:.40}")
-            token = self.decoder.get(int(index))
+        for index in _checks.int_list("ids", ids):
+            token = self.decoder.get(index)
             if token is None:
                 raise ValueError(f"id {index} is not in the vocabulary (valid ids: 0..{max(self.decoder)})")
             if token in self.special_tokens:
@@ -265,8 +262,3 @@ def _replace_lone_surrogates(text: str) -> str:
         # a valid high+low surrogate pair becomes its character; a lone one becomes U+FFFD
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
-
-
-def _check_text(text: object) -> None:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}: {text!r:.60}")

@@ -23,16 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from course_lib.attention import (
-    CausalSelfAttention,
-    _check_dropout,
-    _check_features,
-    _check_mask,
-    _check_positive_int,
-    _check_tensor,
-    attention_weights,
-    causal_mask,
-)
+from course_lib import _checks
+from course_lib.attention import CausalSelfAttention, attention_weights, causal_mask
 
 __all__ = [
     "split_heads",
@@ -48,22 +40,12 @@ __all__ = [
 ]
 
 
-def _check_heads(d_model: int, n_heads: int, name: str = "d_model") -> None:
-    _check_positive_int(name, d_model)
-    _check_positive_int("n_heads", n_heads)
-    if d_model % n_heads != 0:
-        raise ValueError(f"`{name}`={d_model} must be divisible by `n_heads`={n_heads}")
-
-
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
     """Cut the channels into n_heads groups of D and move heads next to the batch: head h owns h*D:(h+1)*D.
 
     Lesson 05, exercise `split_merge_heads`. x: (B, T, H*D) -> (B, H, T, D).
     """
-    _check_tensor("x", x)
-    _check_positive_int("n_heads", n_heads)
-    if x.dim() != 3 or x.shape[-1] % n_heads != 0:
-        raise ValueError(f"`x` must have shape (B, T, n_heads*D) with n_heads={n_heads}, got {tuple(x.shape)}")
+    _checks.tensor("x", x, "B, T, n_heads*D", n_heads=n_heads)
     B, T, C = x.shape
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
@@ -73,9 +55,7 @@ def merge_heads(x: Tensor) -> Tensor:
 
     Lesson 05, exercise `split_merge_heads`. x: (B, H, T, D) -> (B, T, H*D).
     """
-    _check_tensor("x", x)
-    if x.dim() != 4:
-        raise ValueError(f"`x` must have shape (B, H, T, D), got {tuple(x.shape)}")
+    _checks.tensor("x", x, "B, H, T, D")
     B, H, T, D = x.shape
     # After the transpose the memory is no longer in (B, T, H, D) order, so reshape makes a copy here.
     return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H, D) -> (B, T, H*D)
@@ -98,7 +78,7 @@ class MultiHeadAttentionWrapper(nn.Module):
         qkv_bias: bool = False,
     ) -> None:
         super().__init__()
-        _check_heads(d_out, n_heads, "d_out")
+        _checks.divisible("d_out", d_out, "n_heads", n_heads)  # the heads' own arguments are checked by each head
         self.d_in, self.d_out, self.n_heads = d_in, d_out, n_heads
         self.heads = nn.ModuleList(
             CausalSelfAttention(d_in, d_out // n_heads, context_length, dropout, qkv_bias) for _ in range(n_heads)
@@ -130,10 +110,9 @@ class BatchedMultiHeadAttention(nn.Module):
         qkv_bias: bool = False,
     ) -> None:
         super().__init__()
-        _check_positive_int("d_in", d_in)
-        _check_heads(d_out, n_heads, "d_out")
-        _check_positive_int("context_length", context_length)
-        _check_dropout(dropout)
+        _checks.positive_ints(d_in=d_in, context_length=context_length)
+        _checks.divisible("d_out", d_out, "n_heads", n_heads)
+        _checks.probability("dropout", dropout)
         self.d_in, self.d_out, self.n_heads, self.context_length = d_in, d_out, n_heads, context_length
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
@@ -142,10 +121,7 @@ class BatchedMultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        _check_tensor("x", x)
-        _check_features("x", x, self.d_in, "d_in")
-        if x.shape[1] > self.context_length:
-            raise ValueError(f"`x` has T={x.shape[1]} positions, more than context_length={self.context_length}")
+        _checks.tensor("x", x, "B, T<=context_length, d_in", d_in=self.d_in, context_length=self.context_length)
         T = x.shape[1]
         q = split_heads(self.W_query(x), self.n_heads)  # (B, T, d_out) -> (B, H, T, D)
         k = split_heads(self.W_key(x), self.n_heads)  # (B, H, T, D)
@@ -200,8 +176,8 @@ class MultiHeadAttention(nn.Module):
         use_sdpa: bool = False,
     ) -> None:
         super().__init__()
-        _check_heads(d_model, n_heads)
-        _check_dropout(dropout)
+        _checks.divisible("d_model", d_model, "n_heads", n_heads)
+        _checks.probability("dropout", dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.causal, self.use_sdpa = causal, use_sdpa
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)  # output [q | k | v], heads contiguous in each
@@ -211,13 +187,11 @@ class MultiHeadAttention(nn.Module):
     def forward(
         self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
-        _check_tensor("x", x)
-        _check_features("x", x, self.d_model, "d_model")
+        _checks.tensor("x", x, "B, T, d_model", d_model=self.d_model)
         B, T, _ = x.shape
+        _checks.mask("mask", mask, (B, self.n_heads, T, T))
         q, k, v = self.qkv(x).split(self.d_model, dim=-1)  # (B, T, 3*d_model) -> 3 x (B, T, d_model)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # each (B, H, T, D)
-        if mask is not None:
-            _check_mask("mask", mask, (B, self.n_heads, T, T))
         allowed = mask
         if self.causal:
             tril = causal_mask(T, device=x.device)  # (T, T), built for this call's T
@@ -264,8 +238,7 @@ def to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
     Lesson 05. PyTorch's module has no `causal` flag and its bool masks mean the opposite of ours
     (True = NOT allowed): call it with `attn_mask=~causal_mask(T)` to reproduce a causal `ours`.
     """
-    if not isinstance(ours, MultiHeadAttention):
-        raise TypeError(f"`ours` must be a MultiHeadAttention, got {type(ours).__name__}")
+    _checks.instance("ours", ours, MultiHeadAttention, "a MultiHeadAttention")
     bias = ours.qkv.bias is not None
     theirs = nn.MultiheadAttention(ours.d_model, ours.n_heads, dropout=ours.dropout.p, bias=bias, batch_first=True)
     with torch.no_grad():
@@ -282,8 +255,7 @@ def from_torch_mha(theirs: nn.MultiheadAttention, causal: bool = False) -> Multi
 
     Lesson 05. `causal` is ours to choose: PyTorch passes causality per call through `attn_mask`.
     """
-    if not isinstance(theirs, nn.MultiheadAttention):
-        raise TypeError(f"`theirs` must be an nn.MultiheadAttention, got {type(theirs).__name__}")
+    _checks.instance("theirs", theirs, nn.MultiheadAttention, "an nn.MultiheadAttention")
     if not theirs._qkv_same_embed_dim or theirs.bias_k is not None or theirs.add_zero_attn:
         raise ValueError("`theirs` must use kdim == vdim == embed_dim, add_bias_kv=False and add_zero_attn=False")
     bias = theirs.in_proj_bias is not None
@@ -305,7 +277,7 @@ def count_parameters(module: nn.Module) -> int:
 def multihead_parameter_count(d_model: int, qkv_bias: bool = True, out_bias: bool = True) -> int:
     """4 d_model² weights (Q, K, V, output) plus biases. The number of heads does not change it: heads only
     decide how the d_model channels are grouped. Lesson 05."""
-    _check_positive_int("d_model", d_model)
+    _checks.positive_int("d_model", d_model)
     return 4 * d_model * d_model + (3 * d_model if qkv_bias else 0) + (d_model if out_bias else 0)
 
 
@@ -339,17 +311,15 @@ def benchmark_variants(
     (None keeps the current setting). One dict per (variant, seq_len): `median_ms`, `speedup_vs_wrapper`
     (wrapper time / variant time, same run) and `max_abs_diff` (output vs the wrapper's).
     """
-    for name, value in (("batch_size", batch_size), ("repeats", repeats)):
-        _check_positive_int(name, value)
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"`warmup` must be an int >= 0, got {warmup!r}")
+    _checks.positive_ints(batch_size=batch_size, repeats=repeats)
+    _checks.int_between("warmup", warmup, 0)
     if num_threads is not None:
-        _check_positive_int("num_threads", num_threads)
+        _checks.positive_int("num_threads", num_threads)
+    _checks.divisible("d_model", d_model, "n_heads", n_heads)
     if not seq_lens:
         raise ValueError("`seq_lens` must list at least one sequence length")
-    for T in seq_lens:
-        _check_positive_int("seq_lens[i]", T)
-    _check_heads(d_model, n_heads)
+    for i, T in enumerate(seq_lens):
+        _checks.positive_int(f"seq_lens[{i}]", T)
 
     with torch.random.fork_rng(devices=[]):  # weight init uses the global RNG; leave the caller's untouched
         torch.manual_seed(seed)

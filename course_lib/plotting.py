@@ -4,7 +4,7 @@
     position_encoding_heatmap  a (max_len, d_model) position table
     word_vectors_scatter       words placed by the first two principal components of their vectors
     pca_2d                     that projection on its own (SVD in torch)
-    loss_curve, LossPlot       a finished loss curve, and one that redraws itself live during training
+    loss_curve, LossPlot       loss curves, from `course_lib.loss_plots` (re-exported here)
 
 `backend="altair"` returns an interactive altair chart (hover for values), shown by whichever altair renderer
 the notebook has enabled; `backend="matplotlib"` returns `(fig, ax)` or `(fig, axes)`. Nothing here saves
@@ -28,56 +28,22 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from course_lib import _checks
+from course_lib.loss_plots import LossPlot, loss_curve
+
 __all__ = ["attention_heatmap", "position_encoding_heatmap", "pca_2d", "word_vectors_scatter", "loss_curve", "LossPlot"]
 
 _BACKENDS = ("altair", "matplotlib")
 
 
 # ------------------------------------------------------------------------------------------------------------
-# Argument checks and data preparation
+# Data for altair
 # ------------------------------------------------------------------------------------------------------------
-
-
-def _to_numpy(name: str, x: object) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    if isinstance(x, np.ndarray) and (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
-        return x.astype(np.float64)
-    raise TypeError(f"`{name}` must be a torch.Tensor or a numeric numpy array, got {type(x).__name__}")
-
-
-def _check_backend(backend: object) -> None:
-    if backend not in _BACKENDS:
-        raise ValueError(f"`backend` must be one of {_BACKENDS}, got {backend!r}")
-
-
-def _check_size(n_cells: int, max_cells: int, what: str) -> None:
-    if n_cells > max_cells:
-        raise ValueError(
-            f"{what} has {n_cells} values, more than max_cells={max_cells} that an altair chart keeps inline "
-            "in the notebook. Slice it, use backend='matplotlib', or pass a larger max_cells."
-        )
-
-
-def _labels(name: str, labels: Sequence[object] | None, n: int) -> list[str]:
-    if labels is None:
-        return [str(i) for i in range(n)]
-    if isinstance(labels, str) or len(labels) != n:
-        got = repr(labels) if isinstance(labels, str) else f"{len(labels)} labels"
-        raise ValueError(f"`{name}` must have one label per position ({n}), got {got}")
-    return [str(label) for label in labels]
 
 
 def _number(v: float) -> float | None:
     """JSON-safe value for altair: 6 decimals keep notebooks small; NaN/inf become null (drawn blank)."""
     return round(float(v), 6) if np.isfinite(v) else None
-
-
-def _finite_range(values: np.ndarray, name: str) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        raise ValueError(f"`{name}` has no finite values to draw")
-    return float(finite.min()), float(finite.max())
 
 
 def _label_expr(labels: list[str]) -> str:
@@ -111,20 +77,19 @@ def attention_heatmap(
     the grid up to 16 panels. matplotlib: one shared colour bar; returns (fig, ax) for 2-D input, (fig, axes)
     with axes[h] for 3-D and axes[r, c] for 4-D. NaN / inf cells (e.g. masked scores) are left blank.
     """
-    _check_backend(backend)
-    if layout not in ("auto", "grid", "select"):
-        raise ValueError(f"`layout` must be 'auto', 'grid' or 'select', got {layout!r}")
-    w = _to_numpy("weights", weights)
+    _checks.one_of("backend", backend, _BACKENDS)
+    _checks.one_of("layout", layout, ("auto", "grid", "select"))
+    w = _checks.array("weights", weights)
     if w.ndim not in (2, 3, 4):
         raise ValueError(f"`weights` must be (q, k), (heads, q, k) or (rows, cols, q, k), got shape {w.shape}")
     grid = w.reshape((1,) * (4 - w.ndim) + w.shape)  # (rows, cols, q, k); 2-D -> (1, 1, q, k)
-    xs, ys = _labels("x_labels", x_labels, grid.shape[3]), _labels("y_labels", y_labels, grid.shape[2])
-    limits = _finite_range(grid, "weights")
+    xs, ys = _checks.labels("x_labels", x_labels, grid.shape[3]), _checks.labels("y_labels", y_labels, grid.shape[2])
+    limits = _checks.finite_range("weights", grid)
     # the grid dimensions the caller gave, as (axis of `grid`, name): none for 2-D, only heads for 3-D
     dims = [(axis, panel_names[axis]) for axis in range(4 - w.ndim, 2)]
     if backend == "matplotlib":
         return _attention_matplotlib(grid, xs, ys, title, dims, show_values, cmap, limits)
-    _check_size(grid.size, max_cells, "`weights`")
+    _checks.max_cells("`weights`", grid.size, max_cells)
     chart = _attention_altair(grid, xs, ys, dims, layout, show_values, cmap, limits)
     return chart.properties(title=title) if title else chart
 
@@ -208,12 +173,12 @@ def position_encoding_heatmap(
 
     Lesson 03. A diverging colour scale centred on 0; altair tooltips show position, dimension and value.
     """
-    _check_backend(backend)
-    table = _to_numpy("pe", pe)
+    _checks.one_of("backend", backend, _BACKENDS)
+    table = _checks.array("pe", pe)
     if table.ndim != 2:
         raise ValueError(f"`pe` must be 2-D (max_len, d_model), got shape {table.shape}")
     L, C = table.shape
-    low, high = _finite_range(table, "pe")
+    low, high = _checks.finite_range("pe", table)
     m = max(abs(low), abs(high)) or 1.0  # symmetric limits so 0 is the middle colour
     if backend == "matplotlib":
         fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
@@ -221,7 +186,7 @@ def position_encoding_heatmap(
         ax.set(xlabel="dimension", ylabel="position", title=title or "")
         fig.colorbar(image, ax=ax)
         return fig, ax
-    _check_size(table.size, max_cells, "`pe`")
+    _checks.max_cells("`pe`", table.size, max_cells)
     records = [{"position": p, "dimension": d, "value": _number(table[p, d])} for p, d in np.ndindex(L, C)]
     tick = lambda n: list(range(0, n, max(1, n // 8)))  # about 8 axis labels, whatever the size  # noqa: E731
     chart = (
@@ -245,7 +210,7 @@ def position_encoding_heatmap(
 
 def _pca(vectors: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     """(projection (N, 2), share of the variance of the two components (2,)) of vectors (N, C)."""
-    v = torch.from_numpy(_to_numpy("vectors", vectors))
+    v = torch.from_numpy(_checks.array("vectors", vectors))
     if v.ndim != 2 or v.shape[0] < 2 or v.shape[1] < 2:
         raise ValueError(f"`vectors` must be (N, C) with N >= 2 and C >= 2, got shape {tuple(v.shape)}")
     centred = v - v.mean(dim=0)  # (N, C)
@@ -278,13 +243,13 @@ def word_vectors_scatter(
     `groups` (one name per word) colours the points. The axis titles say how much of the variance each
     component keeps: a low share means the flat picture hides much of the geometry.
     """
-    _check_backend(backend)
+    _checks.one_of("backend", backend, _BACKENDS)
     if method != "pca":
         raise ValueError(f"`method` must be 'pca' (no other projection without extra packages), got {method!r}")
     xy, explained = _pca(vectors)
     xy = xy.numpy()
-    words = _labels("labels", labels, len(xy))
-    group_names = None if groups is None else _labels("groups", groups, len(xy))
+    words = _checks.labels("labels", labels, len(xy))
+    group_names = None if groups is None else _checks.labels("groups", groups, len(xy))
     axis_titles = [f"PC {i + 1} ({100 * float(e):.0f}% of variance)" for i, e in enumerate(explained)]
     if backend == "matplotlib":
         fig, ax = plt.subplots(figsize=(6.5, 5), layout="constrained")
@@ -298,7 +263,7 @@ def word_vectors_scatter(
             ax.annotate(word, (x, y), xytext=(3, 3), textcoords="offset points", fontsize=8)
         ax.set(xlabel=axis_titles[0], ylabel=axis_titles[1], title=title or "")
         return fig, ax
-    _check_size(xy.size, max_cells, "`vectors` (projected)")
+    _checks.max_cells("`vectors` (projected)", xy.size, max_cells)
     records = [{"word": w, "x": _number(x), "y": _number(y)} for w, (x, y) in zip(words, xy, strict=True)]
     for record, group in zip(records, group_names or [], strict=False):
         record["group"] = group
@@ -313,122 +278,3 @@ def word_vectors_scatter(
     chart = alt.layer(points, base.mark_text(align="left", dx=5, fontSize=10).encode(text="word:N"))
     chart = chart.properties(width=480, height=360).interactive()  # drag to pan, scroll to zoom
     return chart.properties(title=title) if title else chart
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Loss curves (Lessons 07-11)
-# ------------------------------------------------------------------------------------------------------------
-
-
-def _draw_losses(ax: Axes, series: dict[str, tuple[list, list]], title: str, log_y: bool) -> None:
-    ax.clear()
-    styles = {"train": {"linewidth": 1.2}, "val": {"marker": "o", "markersize": 3, "linewidth": 1.5}}
-    for name, (steps, losses) in series.items():
-        if steps:
-            ax.plot(steps, losses, label=name, **styles.get(name, {}))
-    ax.set(xlabel="step", ylabel="loss", title=title)
-    if log_y:
-        ax.set_yscale("log")
-    if any(steps for steps, _ in series.values()):
-        ax.legend()
-    ax.grid(alpha=0.3)
-
-
-def _as_float(name: str, value: object) -> float:
-    if isinstance(value, torch.Tensor):
-        if value.numel() != 1:
-            raise ValueError(f"`{name}` must be a single number, got a tensor of shape {tuple(value.shape)}")
-        return float(value.item())
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"`{name}` must be a number, got {type(value).__name__}")
-    return float(value)
-
-
-def loss_curve(
-    train_losses: Sequence[float],
-    val_losses: Sequence[float] | None = None,
-    *,
-    train_steps: Sequence[int] | None = None,
-    val_steps: Sequence[int] | None = None,
-    title: str = "Loss",
-    log_y: bool = False,
-) -> tuple[Figure, Axes]:
-    """A finished loss curve: train (and validation) loss against step. Lessons 07-11. Returns (fig, ax).
-
-    Steps default to 0, 1, 2, ...; pass `val_steps` when validation ran only every few steps.
-    """
-    series = {}
-    for name, losses, steps in (("train", train_losses, train_steps), ("val", val_losses, val_steps)):
-        if losses is None:
-            continue
-        values = [_as_float(f"{name}_losses", v) for v in losses]
-        steps = list(range(len(values))) if steps is None else [int(s) for s in steps]
-        if len(steps) != len(values):
-            raise ValueError(f"`{name}_steps` has {len(steps)} entries but `{name}_losses` has {len(values)}")
-        series[name] = (steps, values)
-    fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
-    _draw_losses(ax, series, title, log_y)
-    return fig, ax
-
-
-def _in_notebook() -> bool:
-    """True inside a Jupyter kernel (where a display handle can be updated in place)."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
-
-
-class LossPlot:
-    """A loss curve that redraws itself in the notebook while training runs. Lessons 09 and 11.
-
-    Call `update(step, train_loss=..., val_loss=...)` as often as you log; in a Jupyter kernel the picture
-    under the cell is replaced in place (one display handle), elsewhere nothing is shown. `live=False`
-    turns the display off; `figure()` returns (fig, ax) at any time. The figure is not registered with
-    pyplot, so it never shows up twice or lingers in pyplot's list of open figures.
-    """
-
-    def __init__(self, title: str = "Loss", log_y: bool = False, live: bool | None = None) -> None:
-        self.title = title
-        self.log_y = log_y
-        self.history: dict[str, tuple[list[int], list[float]]] = {"train": ([], []), "val": ([], [])}
-        self._fig = Figure(figsize=(6.5, 3.8), layout="constrained")
-        self._ax = self._fig.add_subplot()
-        self._live = _in_notebook() if live is None else bool(live)
-        self._handle = None
-
-    def update(self, step: int, train_loss: float | None = None, val_loss: float | None = None) -> LossPlot:
-        """Record the losses of one step (either may be None) and redraw."""
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise TypeError(f"`step` must be an int, got {type(step).__name__}")
-        if train_loss is None and val_loss is None:
-            raise ValueError("give at least one of `train_loss` and `val_loss`")
-        new = {
-            name: _as_float(f"{name}_loss", loss)
-            for name, loss in (("train", train_loss), ("val", val_loss))
-            if loss is not None
-        }  # all checked before anything is recorded
-        for name, loss in new.items():
-            self.history[name][0].append(int(step))
-            self.history[name][1].append(loss)
-        _draw_losses(self._ax, self.history, self.title, self.log_y)
-        if self._live:
-            from IPython.display import display
-
-            if self._handle is None:
-                self._handle = display(self, display_id=True)
-            else:
-                self._handle.update(self)
-        return self
-
-    def figure(self) -> tuple[Figure, Axes]:
-        """The current (fig, ax), drawn from everything recorded so far."""
-        _draw_losses(self._ax, self.history, self.title, self.log_y)
-        return self._fig, self._ax
-
-    def _repr_png_(self) -> bytes:
-        from IPython.core.pylabtools import print_figure  # the same renderer as the inline backend
-
-        return print_figure(self._fig, "png")

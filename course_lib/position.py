@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from course_lib import _checks
+
 __all__ = [
     "sinusoidal_position_encoding",
     "PositionEncoding",
@@ -32,25 +34,6 @@ __all__ = [
 ]
 
 
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
-
-
-def _check_base(base: object) -> None:
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 0:
-        raise ValueError(f"`base` must be a positive number, got {base!r}")
-
-
-def _check_even_last_dim(name: str, x: object, min_dim: int) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(f"`{name}` must have at least {min_dim} dimensions, got shape {tuple(x.shape)}")
-    if x.shape[-1] % 2:
-        raise ValueError(f"the last dimension of `{name}` must be even (channel pairs), got {x.shape[-1]}")
-
-
 # ------------------------------------------------------------------------------------------------------------
 # Absolute positions: added to the token embeddings
 # ------------------------------------------------------------------------------------------------------------
@@ -61,11 +44,9 @@ def sinusoidal_position_encoding(max_len: int, d_model: int, base: float = 10000
 
     Lesson 03, exercise `sinusoidal_position_encoding`. Returns float32 (max_len, d_model); positions from 0.
     """
-    _check_positive_int("max_len", max_len)
-    _check_positive_int("d_model", d_model)
-    if d_model % 2:
-        raise ValueError(f"`d_model` must be even (sin/cos pairs), got {d_model}")
-    _check_base(base)
+    _checks.positive_int("max_len", max_len)
+    _checks.positive_even("d_model", d_model, "sin/cos pairs")
+    _checks.positive_number("base", base)
     # float64 for the angles: at p ~ 10^4 a float32 angle would already be off in the third decimal.
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
@@ -90,7 +71,7 @@ class PositionEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_position_encoding(max_len, d_model))  # (max_len, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_t_and_channels(x, self.d_model, self.max_len)
+        _checks.tensor("x", x, "..., T<=max_len, d_model", d_model=self.d_model, max_len=self.max_len)
         return x + self.pe[: x.shape[-2]]  # (..., T, d_model) + (T, d_model)
 
 
@@ -106,26 +87,16 @@ class LearnedPositionEmbedding(nn.Module):
         self, d_model: int, max_len: int, init_std: float = 0.02, generator: torch.Generator | None = None
     ) -> None:
         super().__init__()
-        _check_positive_int("d_model", d_model)
-        _check_positive_int("max_len", max_len)
+        _checks.positive_ints(d_model=d_model, max_len=max_len)
         self.d_model = d_model
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)  # (max_len, d_model) table of positions
         nn.init.normal_(self.embedding.weight, mean=0.0, std=init_std, generator=generator)
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_t_and_channels(x, self.d_model, self.max_len)
+        _checks.tensor("x", x, "..., T<=max_len, d_model", d_model=self.d_model, max_len=self.max_len)
         positions = torch.arange(x.shape[-2], device=x.device)  # (T,)
         return x + self.embedding(positions)  # (..., T, d_model) + (T, d_model)
-
-
-def _check_t_and_channels(x: object, d_model: int, max_len: int) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"`x` must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < 2 or x.shape[-1] != d_model:
-        raise ValueError(f"`x` must have shape (..., T, {d_model}), got {tuple(x.shape)}")
-    if x.shape[-2] > max_len:
-        raise ValueError(f"sequence length T={x.shape[-2]} is longer than max_len={max_len}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -135,11 +106,9 @@ def _check_t_and_channels(x: object, d_model: int, max_len: int) -> None:
 
 def rope_angles(T: int, D: int, base: float = 10000.0, dtype: torch.dtype = torch.float32) -> Tensor:
     """Rotation angles p * base**(-2i/D) for positions p < T and pairs i < D/2, shape (T, D/2). Lesson 03."""
-    _check_positive_int("T", T)
-    _check_positive_int("D", D)
-    if D % 2:
-        raise ValueError(f"`D` must be even (channel pairs), got {D}")
-    _check_base(base)
+    _checks.positive_int("T", T)
+    _checks.positive_even("D", D, "channel pairs")
+    _checks.positive_number("base", base)
     inv_freq = base ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)  # (D/2,)
     position = torch.arange(T, dtype=torch.float64)  # (T,)
     return torch.outer(position, inv_freq).to(dtype)  # (T, D/2)
@@ -151,7 +120,8 @@ def apply_rope(x: Tensor, base: float = 10000.0) -> Tensor:
     Lesson 03, exercise `apply_rope`. x (..., T, D) -> (..., T, D). Applied to q and k (not v), it makes
     <rope(q)_m, rope(k)_n> depend on the positions only through m - n.
     """
-    _check_even_last_dim("x", x, min_dim=2)
+    _checks.tensor("x", x, "..., T, D")
+    _checks.positive_even("x.shape[-1]", x.shape[-1], "channel pairs")
     angle = rope_angles(x.shape[-2], x.shape[-1], base, torch.float64)  # (T, D/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (T, D/2) each
     a, b = x[..., 0::2], x[..., 1::2]  # (..., T, D/2): first and second member of each pair
@@ -165,7 +135,8 @@ def rope_rotate_half(x: Tensor, base: float = 10000.0) -> Tensor:
     Lesson 03, for comparison. x (..., T, D) -> (..., T, D). It equals `apply_rope` after reordering the
     channels as [0, D/2, 1, D/2+1, ...]; without that reordering the two give different results.
     """
-    _check_even_last_dim("x", x, min_dim=2)
+    _checks.tensor("x", x, "..., T, D")
+    _checks.positive_even("x.shape[-1]", x.shape[-1], "channel pairs")
     angle = rope_angles(x.shape[-2], x.shape[-1], base, torch.float64)  # (T, D/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (T, D/2) each
     half = x.shape[-1] // 2
@@ -187,16 +158,15 @@ def offset_dot_products(
     where both rows exist (for the sinusoidal table every p gives the same value); with `reference=p0` it is
     pe[p0] . pe[p0 + k]. `offsets` defaults to every offset -(L-1) .. L-1; they may be negative.
     """
-    if not isinstance(pe, Tensor) or pe.dim() != 2:
-        raise ValueError(f"`pe` must be a 2-D tensor (max_len, d_model), got {getattr(pe, 'shape', type(pe))}")
+    _checks.tensor("pe", pe, "L, C")
     L = pe.shape[0]
     if offsets is None:
         offsets = range(-(L - 1), L)
     offsets = [int(k) for k in (offsets.tolist() if isinstance(offsets, Tensor) else offsets)]
     if any(abs(k) >= L for k in offsets):
         raise ValueError(f"every offset must satisfy |k| < max_len={L}, got {offsets}")
-    if reference is not None and not 0 <= reference < L:
-        raise ValueError(f"`reference` must be a position in 0..{L - 1}, got {reference!r}")
+    if reference is not None:
+        _checks.int_between("reference", reference, 0, L - 1, note="a position of `pe`")
     values = []
     for k in offsets:
         if reference is None:
@@ -217,8 +187,7 @@ def permutation_equivariance_error(
     Lesson 03 (attention is permutation-equivariant). x (..., T, C). `perm` defaults to a random permutation
     of T drawn with `seed`. Attention alone gives ~1e-7; adding a position encoding first makes it large.
     """
-    if not isinstance(x, Tensor) or x.dim() < 2:
-        raise ValueError(f"`x` must be a tensor of shape (..., T, C), got {getattr(x, 'shape', type(x))}")
+    _checks.tensor("x", x, "..., T, C")
     T = x.shape[-2]
     if perm is None:
         perm = torch.randperm(T, generator=torch.Generator().manual_seed(seed))

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable, Sequence
-from numbers import Integral
 
-from course_lib.tokenization import N_BYTES, _merge, train_bpe
+from course_lib import _checks
+from course_lib.tokenization import N_BYTES, apply_merge, train_bpe
 
 # Light colours that stay readable under black text; neighbours always differ (colour = position % 8).
 PALETTE = ("#ffd6a5", "#caffbf", "#9bf6ff", "#bdb2ff", "#ffc6ff", "#fdffb6", "#a0c4ff", "#ffadad")
@@ -48,17 +48,10 @@ def token_boundaries_html(pieces: Sequence[str | bytes], ids: Sequence[int] | No
     """
     from IPython.display import HTML
 
-    if isinstance(pieces, (str, bytes)) or not isinstance(pieces, Sequence):
-        raise TypeError(f"pieces must be a list of str or bytes, got {type(pieces).__name__}")
-    for position, piece in enumerate(pieces):
-        if not isinstance(piece, (str, bytes)):
-            raise TypeError(f"pieces must hold str or bytes, but item {position} is {type(piece).__name__}")
-    if ids is not None:
-        if len(ids) != len(pieces):
-            raise ValueError(f"ids must have one id per piece: got {len(ids)} ids for {len(pieces)} pieces")
-        for position, index in enumerate(ids):
-            if isinstance(index, bool) or not isinstance(index, Integral):
-                raise TypeError(f"ids must hold ints, but item {position} is {index!r:.40}")
+    pieces = _checks.items("pieces", pieces, (str, bytes), "str or bytes")
+    ids = None if ids is None else _checks.int_list("ids", ids)
+    if ids is not None and len(ids) != len(pieces):
+        raise ValueError(f"ids must have one id per piece: got {len(ids)} ids for {len(pieces)} pieces")
 
     boxes = []
     for position, piece in enumerate(pieces):
@@ -76,20 +69,6 @@ def token_boundaries_html(pieces: Sequence[str | bytes], ids: Sequence[int] | No
     return HTML(f'<div class="token-boundaries" style="font-family:monospace;line-height:1.9">{body}</div>')
 
 
-def _check_vocab_sizes(vocab_sizes: Iterable[int]) -> list[int]:
-    if isinstance(vocab_sizes, (str, bytes)) or not isinstance(vocab_sizes, Iterable):
-        raise TypeError(f"vocab_sizes must be a list of ints, got {type(vocab_sizes).__name__}")
-    sizes = list(vocab_sizes)
-    if not sizes:
-        raise ValueError("vocab_sizes must not be empty")
-    for size in sizes:
-        if isinstance(size, bool) or not isinstance(size, Integral):
-            raise TypeError(f"vocab_sizes must hold ints, got {size!r:.40}")
-        if size < N_BYTES:
-            raise ValueError(f"every vocab size must be >= {N_BYTES} (the byte values), got {size}")
-    return [int(size) for size in sizes]
-
-
 def compression_table(text: str, vocab_sizes: Iterable[int]) -> list[tuple[int, float]]:
     """``(vocab_size, tokens per character)`` for each size, from ONE ``train_bpe`` run at the largest size.
 
@@ -99,12 +78,12 @@ def compression_table(text: str, vocab_sizes: Iterable[int]) -> list[tuple[int, 
     """
     if not isinstance(text, str) or not text:
         raise ValueError(f"text must be a non-empty str, got {text!r:.40}")
-    sizes = _check_vocab_sizes(vocab_sizes)
+    sizes = _checks.int_list("vocab_sizes", vocab_sizes, minimum=N_BYTES, non_empty=True)
     merges = train_bpe(text, max(sizes))
     ids = list(text.encode("utf-8"))
     length_after = [len(ids)]  # length_after[k] = sequence length after the first k merges
     for pair, new_id in merges.items():  # dicts keep insertion order: merge id order
-        ids = _merge(ids, pair, new_id)
+        ids = apply_merge(ids, pair, new_id)
         length_after.append(len(ids))
     # when training stopped early, bigger vocabularies add nothing: use the last length
     return [(size, length_after[min(size - N_BYTES, len(merges))] / len(text)) for size in sizes]

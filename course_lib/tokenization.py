@@ -5,7 +5,8 @@ Everything a learner writes in lesson 01 has a reference here with the same name
 
 1. a word-level tokenizer (``split_words`` → ``build_vocab`` → ``SimpleTokenizer``),
 2. byte-level BPE from scratch (``get_pair_counts``, ``merge_pair``, ``train_bpe``, ``bpe_encode``,
-   ``bpe_decode``, and ``bpe_encode_steps`` which shows every merge),
+   ``bpe_decode``, and ``bpe_encode_steps`` which shows every merge; ``apply_merge`` is ``merge_pair``
+   without its argument checks, for inner loops),
 3. next-token training pairs (``sliding_window_pairs``, ``TokenWindowDataset``, ``create_dataloader``).
 
 Shape legend: B batch, T time (= ``context_length``), N number of windows; H heads, D head size,
@@ -18,11 +19,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
-from numbers import Integral
 from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from course_lib import _checks
 
 # The split pattern of the word-level tokenizer: punctuation, the double dash and whitespace become
 # their own items (the capturing group keeps them in the output of re.split).
@@ -32,42 +34,7 @@ PUNCTUATION_SPACE_PATTERN = r'\s+([,.:;?!"()\'])'
 UNK_TOKEN = "<|unk|>"
 END_OF_TEXT_TOKEN = "<|endoftext|>"
 N_BYTES = 256  # byte-level BPE starts from the 256 possible byte values as ids 0..255
-
-
-# ----------------------------------------------------------------------------------------------
-# Argument checks shared by the functions below (messages name the argument, value and expectation)
-
-
-def _check_str(name: str, value: Any) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, got {type(value).__name__}: {value!r:.60}")
-
-
-def _check_int(name: str, value: Any, minimum: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}: {value!r:.60}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _check_ids(name: str, ids: Any) -> list[int]:
-    """Return ``ids`` as a list of Python ints, or raise TypeError naming the first bad item."""
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
-        raise TypeError(f"{name} must be a list of ints, got {type(ids).__name__}: {ids!r:.60}")
-    ids = list(ids)
-    for position, item in enumerate(ids):
-        if isinstance(item, bool) or not isinstance(item, Integral):
-            raise TypeError(
-                f"{name} must contain only ints, but item {position} is {type(item).__name__}: {item!r:.60}"
-            )
-    return [int(item) for item in ids]
-
-
-def _check_merges(merges: Any) -> None:
-    if not isinstance(merges, dict):
-        raise TypeError(
-            f"merges must be a dict {{(id1, id2): new_id}} as returned by train_bpe, got {type(merges).__name__}"
-        )
+_MERGES = "a dict {(id1, id2): new_id} as returned by train_bpe"  # what `merges` must be, for messages
 
 
 # ----------------------------------------------------------------------------------------------
@@ -79,7 +46,7 @@ def split_words(text: str) -> list[str]:
 
     Lesson 01, section "A word tokenizer". ``"Hello, world."`` → ``["Hello", ",", "world", "."]``.
     """
-    _check_str("text", text)
+    _checks.string("text", text)
     items = (item.strip() for item in re.split(SPLIT_PATTERN, text))
     return [item for item in items if item]
 
@@ -91,16 +58,8 @@ def build_vocab(text_or_tokens: str | Iterable[str]) -> dict[str, int]:
     """
     if isinstance(text_or_tokens, str):
         tokens = split_words(text_or_tokens)
-    elif isinstance(text_or_tokens, Iterable):
-        tokens = list(text_or_tokens)
-        for position, token in enumerate(tokens):
-            if not isinstance(token, str):
-                raise TypeError(
-                    f"text_or_tokens must contain only str tokens, but item {position} is "
-                    f"{type(token).__name__}: {token!r:.60}"
-                )
     else:
-        raise TypeError(f"text_or_tokens must be a str or a list of str, got {type(text_or_tokens).__name__}")
+        tokens = _checks.items("text_or_tokens", text_or_tokens, str, "str tokens")
     vocab = {token: index for index, token in enumerate(sorted(set(tokens)))}
     for special in (END_OF_TEXT_TOKEN, UNK_TOKEN):
         vocab.setdefault(special, len(vocab))  # appended after the words unless the text already had it
@@ -114,12 +73,10 @@ class SimpleTokenizer:
     """
 
     def __init__(self, vocab: dict[str, int]):
-        if not isinstance(vocab, dict):
-            raise TypeError(f"vocab must be a dict {{token: id}}, got {type(vocab).__name__}")
+        _checks.instance("vocab", vocab, dict, "a dict {token: id}")
         for token, index in vocab.items():
-            if not isinstance(token, str):
-                raise TypeError(f"vocab keys must be str, got {type(token).__name__}: {token!r:.60}")
-            _check_int(f"vocab[{token!r}]", index)
+            _checks.string("each key of vocab", token)
+            _checks.integer(f"vocab[{token!r}]", index)
         self.str_to_int = dict(vocab)
         self.int_to_str = {index: token for token, index in vocab.items()}
         if len(self.int_to_str) != len(self.str_to_int):
@@ -137,7 +94,7 @@ class SimpleTokenizer:
         return [self.str_to_int[word] for word in words]
 
     def decode(self, ids: list[int]) -> str:
-        ids = _check_ids("ids", ids)
+        ids = _checks.int_list("ids", ids)
         for index in ids:
             if index not in self.int_to_str:
                 raise ValueError(
@@ -157,7 +114,7 @@ def get_pair_counts(ids: list[int]) -> dict[tuple[int, int], int]:
 
     Lesson 01, exercise ``get_pair_counts``. ``[1, 1, 1]`` → ``{(1, 1): 2}``.
     """
-    ids = _check_ids("ids", ids)
+    ids = _checks.int_list("ids", ids)
     # Counter inserts keys in the order it first sees them, so the order of first occurrence is kept.
     return dict(Counter(pairwise(ids)))
 
@@ -167,16 +124,16 @@ def merge_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
 
     Lesson 01, exercise ``merge_pair``. ``[1, 1, 1]``, ``(1, 1)``, 9 → ``[9, 1]``. ``ids`` is not modified.
     """
-    ids = _check_ids("ids", ids)
-    if not (isinstance(pair, tuple) and len(pair) == 2):
+    ids = _checks.int_list("ids", ids)
+    if not isinstance(pair, tuple) or len(_checks.int_list("pair", pair)) != 2:
         raise TypeError(f"pair must be a tuple of two ints, got {pair!r:.60}")
-    _check_ids("pair", pair)
-    _check_int("new_id", new_id)
-    return _merge(ids, pair, new_id)
+    _checks.integer("new_id", new_id)
+    return apply_merge(ids, pair, new_id)
 
 
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    """``merge_pair`` without the argument checks (the inner loop of training and encoding)."""
+def apply_merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
+    """``merge_pair`` without the argument checks: the inner loop of ``train_bpe``, ``bpe_encode`` and
+    ``text_viz.compression_table``, which would otherwise check the same ids again at every merge."""
     first, second = pair
     merged = []
     i = 0
@@ -198,10 +155,8 @@ def train_bpe(text: str, vocab_size: int) -> dict[tuple[int, int], int]:
     pair, ties going to the pair that occurs first in the current sequence. Stops early when fewer than
     two tokens are left.
     """
-    _check_str("text", text)
-    _check_int("vocab_size", vocab_size)
-    if vocab_size < N_BYTES:
-        raise ValueError(f"vocab_size must be >= {N_BYTES} (the 256 byte values), got {vocab_size}")
+    _checks.string("text", text)
+    _checks.integer("vocab_size", vocab_size, minimum=N_BYTES)  # one id for each of the 256 byte values
     ids = list(text.encode("utf-8"))
     merges: dict[tuple[int, int], int] = {}
     for new_id in range(N_BYTES, vocab_size):
@@ -210,7 +165,7 @@ def train_bpe(text: str, vocab_size: int) -> dict[tuple[int, int], int]:
         counts = Counter(pairwise(ids))  # keys in order of first occurrence
         # max() returns the first maximal key it meets, so ties go to the earliest first occurrence.
         best = max(counts, key=counts.__getitem__)
-        ids = _merge(ids, best, new_id)
+        ids = apply_merge(ids, best, new_id)
         merges[best] = new_id
     return merges
 
@@ -226,11 +181,11 @@ def bpe_encode(text: str, merges: dict[tuple[int, int], int]) -> list[int]:
 
     Lesson 01, exercise ``bpe_encode``.
     """
-    _check_str("text", text)
-    _check_merges(merges)
+    _checks.string("text", text)
+    _checks.instance("merges", merges, dict, _MERGES)
     ids = list(text.encode("utf-8"))
     while (pair := _applicable_merge(ids, merges)) is not None:
-        ids = _merge(ids, pair, merges[pair])
+        ids = apply_merge(ids, pair, merges[pair])
     return ids
 
 
@@ -248,12 +203,12 @@ def bpe_encode_steps(text: str, merges: dict[tuple[int, int], int]) -> list[BPES
     Lesson 01, section "Encoding with merges". ``steps[-1].ids == bpe_encode(text, merges)`` when at least
     one merge applies; with no steps the encoding is just the utf-8 bytes.
     """
-    _check_str("text", text)
-    _check_merges(merges)
+    _checks.string("text", text)
+    _checks.instance("merges", merges, dict, _MERGES)
     ids = list(text.encode("utf-8"))
     steps = []
     while (pair := _applicable_merge(ids, merges)) is not None:
-        ids = _merge(ids, pair, merges[pair])
+        ids = apply_merge(ids, pair, merges[pair])
         steps.append(BPEStep(pair, merges[pair], ids))
     return steps
 
@@ -263,7 +218,7 @@ def bpe_vocab(merges: dict[tuple[int, int], int]) -> dict[int, bytes]:
 
     Lesson 01, exercise ``bpe_decode`` (the table it builds first).
     """
-    _check_merges(merges)
+    _checks.instance("merges", merges, dict, _MERGES)
     vocab = {index: bytes([index]) for index in range(N_BYTES)}
     for (first, second), new_id in sorted(merges.items(), key=lambda item: item[1]):
         if first not in vocab or second not in vocab:
@@ -279,7 +234,7 @@ def bpe_decode(ids: list[int], merges: dict[tuple[int, int], int]) -> str:
 
     Lesson 01, exercise ``bpe_decode``.
     """
-    ids = _check_ids("ids", ids)
+    ids = _checks.int_list("ids", ids)
     vocab = bpe_vocab(merges)
     for index in ids:
         if index not in vocab:
@@ -301,17 +256,15 @@ def sliding_window_pairs(
     Lesson 01, exercise ``sliding_window_pairs``. Window ``s`` starts at ``s * stride`` for every start
     ``< len(token_ids) - context_length``. Returns two LongTensors of shape (N, T).
     """
-    _check_int("context_length", context_length, minimum=1)
-    _check_int("stride", stride, minimum=1)
+    _checks.integer("context_length", context_length, minimum=1)
+    _checks.integer("stride", stride, minimum=1)
     if isinstance(token_ids, torch.Tensor):
         if token_ids.dim() != 1 or token_ids.dtype.is_floating_point or token_ids.dtype == torch.bool:
-            raise TypeError(
-                f"token_ids must be a 1-D integer tensor, got dtype {token_ids.dtype} and shape "
-                f"{tuple(token_ids.shape)}"
-            )
+            got = f"dtype {token_ids.dtype} and shape {tuple(token_ids.shape)}"
+            raise TypeError(f"token_ids must be a 1-D integer tensor, got {got}")
         ids = token_ids.to(torch.long)
     else:
-        ids = torch.tensor(_check_ids("token_ids", token_ids), dtype=torch.long)
+        ids = torch.tensor(_checks.int_list("token_ids", token_ids), dtype=torch.long)
     if len(ids) <= context_length:
         # range(0, len - T, stride) is empty: no window fits (the contract returns zero windows, not an error).
         empty = torch.empty(0, context_length, dtype=torch.long)  # (0, T)
@@ -361,9 +314,9 @@ def create_dataloader(
     (``course_lib.data.gpt2_encoding()``, with ``<|endoftext|>`` allowed in the text). The shuffle order
     depends only on ``seed`` (an int or a ``torch.Generator``).
     """
-    _check_str("text", text)
-    _check_int("batch_size", batch_size, minimum=1)
-    _check_int("num_workers", num_workers, minimum=0)
+    _checks.string("text", text)
+    _checks.integer("batch_size", batch_size, minimum=1)
+    _checks.integer("num_workers", num_workers, minimum=0)
     if tokenizer is None:
         from course_lib.data import gpt2_encoding  # lazy: the data module is only needed for the default
 
@@ -375,7 +328,7 @@ def create_dataloader(
     if isinstance(seed, torch.Generator):
         generator = seed
     else:
-        _check_int("seed", seed)
+        _checks.integer("seed", seed)
         generator = torch.Generator().manual_seed(int(seed))
     dataset = TokenWindowDataset(token_ids, context_length, stride)
     return DataLoader(

@@ -8,8 +8,8 @@ import shutil
 
 import nbformat
 import pytest
-from course_lib.workflow.course import CourseError, generated_course
 
+from course_lib.workflow.course import CourseError, generated_course
 from course_lib.workflow.images import IMAGE_REFERENCE, MissingImageError, inline_images, inline_images_in_file
 from tests.nbtools import LESSONS, ROOT, read, release_path, source_path
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from course_lib.workflow.course import grade_id
 from nbclient import NotebookClient
 
+from course_lib.workflow.course import grade_id
 from tests.claims import check_breaks, check_claims
 from tests.nbtools import LESSONS, source_path
 

@@ -17,6 +17,7 @@ from course_lib.tokenization import (
     BPEStep,
     SimpleTokenizer,
     TokenWindowDataset,
+    apply_merge,
     bpe_decode,
     bpe_encode,
     bpe_encode_steps,
@@ -203,6 +204,13 @@ def test_merge_pair_contract_examples():
 def test_merge_pair_matches_brute_force(ids, a, b):
     original = list(ids)
     assert merge_pair(ids, (a, b), 99) == reference_merge(ids, (a, b), 99)
+    assert ids == original
+
+
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(0, 3), st.integers(0, 3))
+def test_apply_merge_is_merge_pair_without_the_checks(ids, a, b):
+    original = list(ids)
+    assert apply_merge(ids, (a, b), 99) == merge_pair(ids, (a, b), 99)
     assert ids == original
 
 

@@ -233,7 +233,7 @@ def _train_variant(text: str, vocab_size: int, *, tie="first", offset=0, extra=0
         top = max(counts.values())
         tied = [pair for pair, count in counts.items() if count == top]  # in order of first occurrence
         best = {"first": tied[0], "last": tied[-1], "largest": max(tied), "smallest": min(tied)}[tie]
-        ids = ref._merge(ids, best, 256 + offset + step)
+        ids = ref.apply_merge(ids, best, 256 + offset + step)
         merges[best] = 256 + offset + step
     return merges
 
@@ -339,7 +339,7 @@ def _encode_variant(text: str, merges: dict, rule: str) -> list[int]:
     ids = list(text.encode("utf-8"))
     if rule == "original_pairs":  # one pass over the pairs of the bytes; pairs made by merges are never seen
         for pair in sorted((p for p in dict.fromkeys(pairwise(ids)) if p in merges), key=merges.get):
-            ids = ref._merge(ids, pair, merges[pair])
+            ids = ref.apply_merge(ids, pair, merges[pair])
         return ids
     while present := [p for p in dict.fromkeys(pairwise(ids)) if p in merges]:
         if rule.startswith("frequency"):
@@ -350,7 +350,7 @@ def _encode_variant(text: str, merges: dict, rule: str) -> list[int]:
             pair = max(present, key=merges.get)
         else:  # "once": the lowest-id merge, a single time
             pair = min(present, key=merges.get)
-        ids = ref._merge(ids, pair, merges[pair])
+        ids = ref.apply_merge(ids, pair, merges[pair])
         if rule == "once":
             break
     return ids
