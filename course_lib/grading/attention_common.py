@@ -5,7 +5,8 @@
   ignored) with what to tell the learner; `name_mistake` names the one a learner's output matches.
 - `make_mask` draws the masks of the test cases.
 - `build_module`, `call_without_grad`, `call_in_training_mode` and `keeps_rng` call learner code with fixed
-  seeds, so that a check never changes the caller's random state.
+  seeds, so that a check never changes the caller's random state; `expect_linears` and `copy_linears` check a
+  learner module's nn.Linear layers and copy their weights into the reference.
 
 Shape legend: B batch, T time (Tq queries, Tk keys), H heads, D head size, C / d_model channels.
 """
@@ -21,11 +22,14 @@ import torch
 from torch import Tensor, nn
 
 from course_lib.grading.kit import core, remote
-from course_lib.grading.kit.core import GradingError, Passed, expect_type
+from course_lib.grading.kit.core import GradingError, Passed, catching, expect_type
 from course_lib.grading.kit.diagnose import Variant, find_mistake
 
 __all__ = [
     "NEG_INF",
+    "copy_linears",
+    "expect_linears",
+    "expect_raises_value_error",
     "attend",
     "attention_mistakes",
     "build_module",
@@ -56,43 +60,96 @@ def keeps_rng(check: Callable[..., Passed]) -> Callable[..., Passed]:
     return wrapped
 
 
-def call_without_grad(name: str, fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
+def call_without_grad(exercise: str, fn: Callable[..., Any], *args: Any, what: str, **kwargs: Any) -> Any:
     """`call_answer` without autograd: the checks only compare values."""
     with torch.no_grad():
-        return core.call_answer(name, fn, *args, what=what, **kwargs)
+        return core.call_answer(exercise, fn, *args, what=what, **kwargs)
 
 
-def build_module(name: str, cls: Any, *args: Any, what: str, seed: int = 0, **kwargs: Any) -> nn.Module:
+def build_module(exercise: str, cls: Any, *args: Any, what: str, seed: int = 0, **kwargs: Any) -> nn.Module:
     """Construct a learner module with a fixed seed (without touching the caller's RNG); must be a Module."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        module = call_without_grad(name, cls, *args, what=what, **kwargs)
+        module = call_without_grad(exercise, cls, *args, what=what, **kwargs)
     if not remote.is_instance(module, nn.Module):
         raise GradingError(
-            name, f"{what} gave a {remote.type_name(module)}, not an nn.Module. Define `class {name}(nn.Module)`."
+            exercise,
+            f"{what} gave a {remote.type_name(module)}, not an nn.Module. Define `class {exercise}(nn.Module)`.",
         )
     return module.train(False)
 
 
-def call_in_training_mode(name: str, module: nn.Module, *args: Any, what: str, seed: int, **kwargs: Any) -> Any:
+def call_in_training_mode(exercise: str, module: nn.Module, *args: Any, what: str, seed: int, **kwargs: Any) -> Any:
     """Call a learner module in training mode (dropout active) with a fixed seed, then put it back in eval mode."""
     module.train(True)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        got = call_without_grad(name, module, *args, what=what, **kwargs)
+        got = call_without_grad(exercise, module, *args, what=what, **kwargs)
     module.train(False)
     return got
 
 
-def expect_tensor_output(name: str, got: Any, what: str, hint: str = "") -> None:
+def expect_tensor_output(exercise: str, got: Any, what: str, hint: str = "") -> None:
     """The learner's code must return one tensor (not None, not a tuple such as (out, weights))."""
     if isinstance(got, tuple | list):
         raise GradingError(
-            name,
+            exercise,
             f"{what} returned a {type(got).__name__} of {len(got)} items; "
             f"return the output tensor only. {hint}".strip(),
         )
-    expect_type(name, got, Tensor, what, "a tensor")
+    expect_type(exercise, got, Tensor, what, "a tensor")
+
+
+def copy_linears(source: nn.Module, target: nn.Module, names: Sequence[str]) -> None:
+    """Copy the learner's nn.Linear weights (and biases) into the reference module."""
+    with torch.no_grad():
+        for attr in names:
+            src, dst = getattr(source, attr), getattr(target, attr)
+            dst.weight.copy_(src.weight)
+            if dst.bias is not None:
+                dst.bias.copy_(src.bias)
+
+
+def expect_linears(
+    exercise: str, module: nn.Module, shapes: dict[str, tuple[int, int, str]], bias: bool, what: str
+) -> None:
+    """Each attribute must be an nn.Linear(in, out) with a bias exactly when `bias`. shapes: attr -> (in, out,
+    what its input is)."""
+    for attr, (n_in, n_out, reads) in shapes.items():
+        layer = getattr(module, attr, None)
+        if layer is None:
+            raise GradingError(
+                exercise,
+                f"{what} has no attribute `{attr}`. The contract names the layers: "
+                f"{', '.join(f'self.{a} = nn.Linear(...)' for a in shapes)}.",
+            )
+        if not remote.is_instance(layer, nn.Linear):
+            raise GradingError(
+                exercise,
+                f"`{attr}` is a {remote.type_name(layer)}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
+                "bias=...), so that its weights can be compared with the reference.",
+            )
+        if (layer.in_features, layer.out_features) != (n_in, n_out):
+            raise GradingError(
+                exercise,
+                f"{what}: `{attr}` maps {layer.in_features} -> {layer.out_features} features, expected "
+                f"{n_in} -> {n_out} (it reads {reads}).",
+            )
+        if (layer.bias is not None) != bias:
+            raise GradingError(
+                exercise,
+                f"{what}: `{attr}` {'has' if layer.bias is not None else 'has no'} bias; with the bias flag "
+                f"{bias} it should {'' if bias else 'not '}have one (pass bias=... to nn.Linear).",
+            )
+
+
+def expect_raises_value_error(exercise: str, fn: Callable[[], Any], what: str, why: str) -> None:
+    """`fn()` (learner code) must raise a ValueError; `why` tells the learner what to check."""
+    error = call_without_grad(exercise, catching(fn), what=what)
+    if error is None:
+        raise GradingError(exercise, f"{what} did not raise. {why}")
+    if not isinstance(error, ValueError):
+        raise GradingError(exercise, f"{what} raised {type(error).__name__} ({error}), expected a ValueError. {why}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -119,13 +176,13 @@ def _matches_mistake(got: Any, value: Tensor) -> bool:
     return torch.allclose(got.detach().double()[defined], value.double()[defined], atol=1e-4, rtol=1e-3)
 
 
-def name_mistake(name: str, what: str, got: Any, expected: Tensor, variants: Sequence[Variant]) -> None:
+def name_mistake(exercise: str, what: str, got: Any, expected: Tensor, variants: Sequence[Variant]) -> None:
     """Raise a GradingError naming the first known mistake whose output equals `got` (and differs from right)."""
     mistake = find_mistake(
         variants, lambda value: _matches_mistake(got, value), lambda value: same_values(value, expected)
     )
     if mistake is not None:
-        raise GradingError(name, f"{what}: {mistake}")
+        raise GradingError(exercise, f"{what}: {mistake}")
 
 
 def attend(

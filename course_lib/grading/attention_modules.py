@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +25,9 @@ from course_lib.grading.attention_common import (
     build_module,
     call_in_training_mode,
     call_without_grad,
+    copy_linears,
+    expect_linears,
+    expect_raises_value_error,
     expect_tensor_output,
     keeps_rng,
     make_mask,
@@ -33,65 +35,13 @@ from course_lib.grading.attention_common import (
     same_values,
 )
 from course_lib.grading.kit import core, remote
-from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, catching, expect_close, tagged_cases
+from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
 from course_lib.grading.kit.guard import check_definition
 
 __all__ = ["check_SelfAttention", "check_CausalSelfAttention", "check_CrossAttention"]
 
 _QKV = ("W_query", "W_key", "W_value")
-
-
-def _copy_linears(source: nn.Module, target: nn.Module, names: Sequence[str]) -> None:
-    """Copy the learner's nn.Linear weights (and biases) into the reference module."""
-    with torch.no_grad():
-        for attr in names:
-            src, dst = getattr(source, attr), getattr(target, attr)
-            dst.weight.copy_(src.weight)
-            if dst.bias is not None:
-                dst.bias.copy_(src.bias)
-
-
-def _expect_linears(
-    name: str, module: nn.Module, shapes: dict[str, tuple[int, int, str]], bias: bool, what: str
-) -> None:
-    """Each attribute must be an nn.Linear(in, out) with a bias exactly when `bias`. shapes: attr -> (in, out,
-    what its input is)."""
-    for attr, (n_in, n_out, reads) in shapes.items():
-        layer = getattr(module, attr, None)
-        if layer is None:
-            raise GradingError(
-                name,
-                f"{what} has no attribute `{attr}`. The contract names the layers: "
-                f"{', '.join(f'self.{a} = nn.Linear(...)' for a in shapes)}.",
-            )
-        if not remote.is_instance(layer, nn.Linear):
-            raise GradingError(
-                name,
-                f"`{attr}` is a {remote.type_name(layer)}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
-                "bias=...), so that its weights can be compared with the reference.",
-            )
-        if (layer.in_features, layer.out_features) != (n_in, n_out):
-            raise GradingError(
-                name,
-                f"{what}: `{attr}` maps {layer.in_features} -> {layer.out_features} features, expected "
-                f"{n_in} -> {n_out} (it reads {reads}).",
-            )
-        if (layer.bias is not None) != bias:
-            raise GradingError(
-                name,
-                f"{what}: `{attr}` {'has' if layer.bias is not None else 'has no'} bias; with the bias flag "
-                f"{bias} it should {'' if bias else 'not '}have one (pass bias=... to nn.Linear).",
-            )
-
-
-def _expect_raises_value_error(name: str, fn: Callable[[], Any], what: str, why: str) -> None:
-    """`fn()` (learner code) must raise a ValueError; `why` tells the learner what to check."""
-    error = call_without_grad(name, catching(fn), what=what)
-    if error is None:
-        raise GradingError(name, f"{what} did not raise. {why}")
-    if not isinstance(error, ValueError):
-        raise GradingError(name, f"{what} raised {type(error).__name__} ({error}), expected a ValueError. {why}")
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -112,9 +62,9 @@ def check_SelfAttention(answer: Any, cases: list | None = None) -> Passed:
         what = call_label(name, f"{d_in}, {d_out}, qkv_bias={bias}", tag)
         module = build_module(name, answer, d_in, d_out, what=what, seed=seed, qkv_bias=bias)
         shapes = {attr: (d_in, d_out, "the input x") for attr in _QKV}
-        _expect_linears(name, module, shapes, bias, what)
+        expect_linears(name, module, shapes, bias, what)
         reference = ref.SelfAttention(d_in, d_out, qkv_bias=bias)
-        _copy_linears(module, reference, _QKV)
+        copy_linears(module, reference, _QKV)
         x = core.random_tensor(B, T, d_in, seed=seed + 100)
         expected = reference(x)
         call = f"{what} on x of shape {tuple(x.shape)}" if tag is None else f"{what} on its input"
@@ -185,10 +135,10 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
         module = build_module(
             name, answer, d_in, d_out, context_length, what=what, seed=seed, dropout=0.0, qkv_bias=bias
         )
-        _expect_linears(name, module, {attr: (d_in, d_out, "the input x") for attr in _QKV}, bias, what)
+        expect_linears(name, module, {attr: (d_in, d_out, "the input x") for attr in _QKV}, bias, what)
         _expect_state_dict(name, module, bias, what)
         reference = ref.CausalSelfAttention(d_in, d_out, context_length, qkv_bias=bias).eval()
-        _copy_linears(module, reference, _QKV)
+        copy_linears(module, reference, _QKV)
         x = core.random_tensor(B, T, d_in, seed=seed + 100)
         expected = reference(x)
         call = f"{what} on x of shape {tuple(x.shape)}" if tag is None else f"{what} on its input"
@@ -215,7 +165,7 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
         expect_close(name, got, expected, call)
 
         too_long = core.random_tensor(1, context_length + 1, d_in, seed=seed + 200)
-        _expect_raises_value_error(
+        expect_raises_value_error(
             name,
             lambda module=module, too_long=too_long: module(too_long),
             f"{what} on an input with T > context_length",
@@ -276,7 +226,7 @@ def _check_dropout_on_weights(name: str, answer: Any) -> None:
     what = f"CausalSelfAttention({d_in}, {d_out}, context_length={T}, dropout={p})"
     module = build_module(name, answer, d_in, d_out, T, what=what, seed=7, dropout=p)
     reference = ref.CausalSelfAttention(d_in, d_out, T).eval()
-    _copy_linears(module, reference, _QKV)
+    copy_linears(module, reference, _QKV)
     x = core.random_tensor(B, T, d_in, seed=77)
     expected_eval, weights = reference(x, need_weights=True)  # (B, T, d_out), (B, T, T)
     v = reference.W_value(x)
@@ -368,9 +318,9 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, ta
         "W_key": (d_mem, d_model, "the encoder memory"),
         "W_value": (d_mem, d_model, "the encoder memory"),
     }
-    _expect_linears(name, module, shapes, bias, what)
+    expect_linears(name, module, shapes, bias, what)
     reference = ref.CrossAttention(d_model, d_mem, qkv_bias=bias)
-    _copy_linears(module, reference, _QKV)
+    copy_linears(module, reference, _QKV)
     x = core.random_tensor(B, Tq, d_model, seed=seed + 100)
     memory = core.random_tensor(B, Tk, d_mem, seed=seed + 200)
     mask = make_mask(kind, (B,), Tq, Tk, seed + 300)  # padding: (B, 1, Tk), random: (B, Tq, Tk)

@@ -1,7 +1,8 @@
 """Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise of COURSE_SPEC §6).
 
 This module grades the word tokenizer (`SimpleTokenizer`) and the training windows (`sliding_window_pairs`);
-the byte-pair encoding exercises are graded in `course_lib.grading.tokenization_bpe` and re-exported here, so that every
+the byte-pair encoding exercises are graded in `course_lib.grading.tokenization_bpe` (training) and
+`tokenization_bpe_codec` (encoding, decoding) and re-exported here, so that every
 test cell of the lesson imports from `course_lib.grading.tokenization`.
 
 Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
@@ -39,13 +40,8 @@ from course_lib.grading.kit.core import (
 )
 from course_lib.grading.kit.diagnose import Variant, diagnose_value
 from course_lib.grading.kit.guard import check_definition
-from course_lib.grading.tokenization_bpe import (
-    check_bpe_decode,
-    check_bpe_encode,
-    check_get_pair_counts,
-    check_merge_pair,
-    check_train_bpe,
-)
+from course_lib.grading.tokenization_bpe import check_get_pair_counts, check_merge_pair, check_train_bpe
+from course_lib.grading.tokenization_bpe_codec import check_bpe_decode, check_bpe_encode
 
 __all__ = [
     "check_SimpleTokenizer",

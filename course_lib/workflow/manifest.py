@@ -91,6 +91,7 @@ LESSONS: tuple[Lesson, ...] = (
             "bpe_decode",
             "sliding_window_pairs",
             SimpleTokenizer=_TOKENIZER_LIBRARIES,
+            merge_pair=("course_lib.tokenization.apply_merge",),  # the same merge under its teaching name
             train_bpe=_TOKENIZER_LIBRARIES,
             bpe_encode=_TOKENIZER_LIBRARIES,
             bpe_decode=_TOKENIZER_LIBRARIES,

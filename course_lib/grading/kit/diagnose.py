@@ -51,18 +51,18 @@ def _list_difference(got: list, expected: list) -> str:
     return f" Expected {len(expected)} items, got {len(got)}."
 
 
-def diagnose_value(name: str, what: str, got: Any, expected: Any, variants: Sequence[Variant]) -> None:
+def diagnose_value(exercise: str, what: str, got: Any, expected: Any, variants: Sequence[Variant]) -> None:
     """Fail, naming the first variant whose output equals `got`; else say what was expected and what came back."""
     mistake = find_mistake(variants, lambda value: value == got, lambda value: value == expected)
     if mistake is not None:
-        raise GradingError(name, f"{what} returned {describe(got)}: {mistake}")
+        raise GradingError(exercise, f"{what} returned {describe(got)}: {mistake}")
     detail = _list_difference(got, expected) if isinstance(got, list) and isinstance(expected, list) else ""
-    raise GradingError(name, f"{what}: expected {describe(expected)}, got {describe(got)}.{detail}")
+    raise GradingError(exercise, f"{what}: expected {describe(expected)}, got {describe(got)}.{detail}")
 
 
-def tensor_result(name: str, got: Any, what: str) -> Tensor:
+def tensor_result(exercise: str, got: Any, what: str) -> Tensor:
     """`got` if it is a tensor; else a GradingError saying what came back instead."""
-    return expect_type(name, got, Tensor, what, "a torch.Tensor")
+    return expect_type(exercise, got, Tensor, what, "a torch.Tensor")
 
 
 def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
@@ -73,7 +73,7 @@ def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
 
 
 def diagnose_tensor(
-    name: str,
+    exercise: str,
     what: str,
     got: Tensor,
     expected: Tensor,
@@ -83,12 +83,12 @@ def diagnose_tensor(
     rtol: float = 1e-4,
     hint: str = "",
 ) -> None:
-    """Pass if `got` matches `expected`; else name the first wrong variant it matches, else a generic message."""
+    """Pass if `got` matches `expected`; else exercise the first wrong variant it matches, else a generic message."""
     if got.is_floating_point() == expected.is_floating_point() and close(got, expected, atol, rtol):
         return
     mistake = find_mistake(
         variants, lambda value: close(got, value, atol, rtol), lambda value: close(value, expected, atol, rtol)
     )
     if mistake is not None:
-        raise GradingError(name, f"{what}: {mistake}")
-    expect_close(name, got, expected, what, atol=atol, rtol=rtol, hint=hint)
+        raise GradingError(exercise, f"{what}: {mistake}")
+    expect_close(exercise, got, expected, what, atol=atol, rtol=rtol, hint=hint)
