@@ -5,7 +5,9 @@
 Execution: the instructor source run top to bottom by nbclient (self-grading off), as a learner's laptop would.
 Autograde: one submission (the student version with the reference answers pasted in) graded by
 `course_lib.workflow.selfgrade.grade_notebook`, i.e. nbgrader generate_assignment + autograde in a temporary course.
-The machine is shared and noisy: each figure is the median of --repeats runs.
+Trusted verdicts: `course_lib.workflow.trusted.grade` alone on the same answers (a sandbox per exercise, the
+checks run in this process), the part of an autograde that trusted grading adds; its share of the autograde time
+is printed beside it. The machine is shared and noisy: each figure is the median of --repeats runs.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from course_lib.workflow import trusted
 from course_lib.workflow.selfgrade import grade_notebook
-from tests.nbtools import LESSONS, solved, source_path
+from tests.nbtools import LESSONS, grade_id, read, solved, source_path
 
 
 def execute_seconds(lesson: str) -> float:
@@ -41,20 +44,35 @@ def autograde_seconds(lesson: str) -> tuple[float, str]:
         return time.perf_counter() - started, f"{report.score:g}/{report.max_score:g}"
 
 
+def trusted_seconds(lesson: str) -> float:
+    nb = solved(lesson)
+    tests = {grade_id(c): c.source for c in read(source_path(lesson)).cells if (grade_id(c) or "").startswith("test_")}
+    for cell in nb.cells:  # hidden tests put back, as nbgrader's autograde does before the verdicts
+        if grade_id(cell) in tests:
+            cell.source = tests[grade_id(cell)]
+    started = time.perf_counter()
+    grading = trusted.grade(nb, lesson)
+    assert all(v.passed for v in grading.verdicts.values()), lesson
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", default=LESSONS)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     os.environ["COURSE_SELF_GRADE"] = "off"
-    print(f"{'lesson':<26}{'execute s (median)':>20}{'autograde s (median)':>22}  score   runs")
+    print(f"{'lesson':<26}{'execute s':>10}{'autograde s':>12}{'trusted s':>10}{'share':>7}  score   runs (medians)")
     for lesson in args.lessons:
         executed = [execute_seconds(lesson) for _ in range(args.repeats)]
         graded = [autograde_seconds(lesson) for _ in range(args.repeats)]
         seconds = [s for s, _ in graded]
+        verdicts = [trusted_seconds(lesson) for _ in range(args.repeats)]
+        grade_median, trusted_median = statistics.median(seconds), statistics.median(verdicts)
         print(
-            f"{lesson:<26}{statistics.median(executed):>20.1f}{statistics.median(seconds):>22.1f}  "
-            f"{graded[-1][1]:<7} exec {[round(s, 1) for s in executed]} grade {[round(s, 1) for s in seconds]}"
+            f"{lesson:<26}{statistics.median(executed):>10.1f}{grade_median:>12.1f}{trusted_median:>10.1f}"
+            f"{trusted_median / grade_median:>7.0%}  {graded[-1][1]:<7} exec {[round(s, 1) for s in executed]} "
+            f"grade {[round(s, 1) for s in seconds]} trusted {[round(s, 1) for s in verdicts]}"
         )
 
 
