@@ -263,3 +263,7 @@ def test_files_a_submission_changes_are_put_back(tmp_path, monkeypatch):
     assert init.read_text() == "CHECKS = 'honest'\n"
     assert not (package / "grading" / "evil.py").exists()
     assert len(changed) == 2 and any("evil.py" in c for c in changed)
+    cache = package / "grading" / "__pycache__" / "attention.cpython-311.pyc"
+    cache.parent.mkdir()
+    cache.write_bytes(b"compiled by an honest kernel, or not")
+    assert trusted.restore_files() == [] and not cache.exists()  # removed, and no honest submission is flagged

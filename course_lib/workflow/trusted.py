@@ -68,8 +68,12 @@ def prepare(course_root: Path | None = None) -> None:
 
 
 def restore_files() -> list[str]:
-    """Put back every remembered file a submission changed or deleted, remove files it added among the course's
-    code; return what was changed (paths relative to the package's parent), empty when nothing was."""
+    """Put back every remembered file a submission changed or deleted, and remove code files it added among the
+    course's; return what was changed (paths relative to the package's parent), empty when nothing was.
+
+    Python's bytecode caches (`__pycache__/*.pyc`) are put back or removed too, but not reported: an honest
+    kernel writes them when it first imports a module, and a removed cache is simply compiled again.
+    """
     changed = []
     for path, content in _snapshot.items():
         try:
@@ -79,13 +83,19 @@ def restore_files() -> list[str]:
         if not same:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)
-            changed.append(_shown(path))
+            if not _is_cache(path):
+                changed.append(_shown(path))
     for folder in _watched_dirs:
         for path in folder.rglob("*"):
             if path.is_file() and path not in _snapshot and path.suffix in (".py", ".pyc", ".pth", ".so"):
                 path.unlink()
-                changed.append(_shown(path) + " (added; removed)")
+                if not _is_cache(path):
+                    changed.append(_shown(path) + " (added; removed)")
     return changed
+
+
+def _is_cache(path: Path) -> bool:
+    return path.suffix == ".pyc" and path.parent.name == "__pycache__"
 
 
 def _shown(path: Path) -> str:
