@@ -24,7 +24,7 @@ from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
-from course_lib.workflow import trusted
+from course_lib.workflow import manifest, trusted
 from course_lib.workflow.course import grade_id
 
 __all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "TrustedVerdicts", "strip_hidden_tests"]
@@ -151,9 +151,13 @@ class TrustedVerdicts(NbGraderPreprocessor):
         if not trusted.available():
             self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
             return nb, resources
-        problems = [
-            f"the course's file `{path}` was changed on disk; it was put back" for path in trusted.restore_files()
-        ]
+        try:
+            manifest.lesson(info["assignment"])
+        except KeyError:
+            self.log.warning("%s is not a lesson of this course: its notebook's verdicts are kept", info["assignment"])
+            return nb, resources
+        changed = trusted.restore_files()
+        problems = [f"the course's file `{path}` was changed on disk; it was put back" for path in changed]
         grading = trusted.grade(nb, info["assignment"])
         for cell in nb.cells:
             verdict = grading.verdicts.get(grade_id(cell))
