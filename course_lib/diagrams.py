@@ -204,8 +204,8 @@ def residual_stream() -> Figure:
         _arrow(ax, [(6.55, y + 0.3), (6.55, y + 1.0), (sx + 0.2, y + 1.0)])
         _add(ax, sx, y + 1.0)
         if i % 2 == 0:
-            ax.text(0.25, y + 1.35, f"block {i // 2 + 1}", ha="center", va="center", fontsize=FONT, color=INK,
-                    rotation=90)  # fmt: skip
+            label = f"block {i // 2 + 1}"
+            ax.text(0.25, y + 1.35, label, ha="center", va="center", fontsize=FONT, color=INK, rotation=90)
             ax.plot([0.55, 0.55], [y - 0.2, y + 2.9], color="#999999", linewidth=1.2)
     ax.text(sx - 0.35, 4.65, "residual stream", ha="right", va="center", fontsize=FONT, color=STREAM, rotation=90)
     notes = [
