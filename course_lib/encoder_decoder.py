@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.blocks import Decoder, Encoder
+from course_lib.loss_plots import LossPlot
 from course_lib.position import PositionEncoding
 from course_lib.reversal_task import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, ReversalTask, exact_match, reversal_batch
 
@@ -278,7 +279,7 @@ class TrainConfig:
     @classmethod
     def tiny(cls) -> TrainConfig:
         """A few seconds on a laptop CPU: enough to see the loss fall and short strings come out reversed."""
-        return cls(steps=300, batch_size=64, lr=5e-3, warmup=30, log_every=5)
+        return cls(steps=250, batch_size=32, lr=5e-3, warmup=30, log_every=5)
 
     def lr_at(self, step: int) -> float:
         """Linear warm-up to `lr`, then a cosine decay to 0 at the last step."""
@@ -310,20 +311,24 @@ def train(
     seed: int = 0,
     *,
     progress: bool = True,
-    plot=None,
+    plot: LossPlot | None = None,
     num_threads: int | None = None,
 ) -> dict:
     """Train `model` with teacher forcing on fresh batches of `task`; Adam (betas 0.9, 0.98 as in the paper).
 
-    Lesson 07. `seed` fixes the batches (and dropout). `progress` shows a tqdm bar; `plot` (a
-    `course_lib.loss_plots.LossPlot`) gets the mean loss every `log_every` steps. Returns {"steps": [...],
-    "losses": [...], "seconds": wall time}. The model is left in eval mode.
+    Lesson 07. `seed` fixes the batches (and dropout). `progress` shows a tqdm bar; `plot` gets the mean loss
+    every `log_every` steps (make it with `redraw_every` of a second or two: drawing a PNG can cost more than a
+    step) and is shown complete at the end. `num_threads`: torch's intra-op threads during training, restored
+    after (None: unchanged). Returns {"steps": [...], "losses": [...], "seconds": wall time}. The model is left in
+    eval mode.
     """
     from tqdm.auto import tqdm  # imported here: the library's other users need no progress bars
 
     _checks.instance("config", config, TrainConfig, "a TrainConfig")
+    if plot is not None:
+        _checks.instance("plot", plot, LossPlot, "a course_lib.loss_plots.LossPlot")
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98), eps=1e-9, foreach=True)
     pad_id = model.config.pad_id
     history: dict = {"steps": [], "losses": []}
     window: list[float] = []
@@ -350,19 +355,28 @@ def train(
                 if plot is not None:
                     plot.update(step, train_loss=history["losses"][-1])
         bar.close()
+    if plot is not None:
+        plot.show()
     model.eval()
     history["seconds"] = time.perf_counter() - start
     return history
 
 
 @torch.no_grad()
-def evaluate(model: EncoderDecoderTransformer, task: ReversalTask, batch_size: int = 500) -> dict[int, float]:
-    """{length: fraction of the held-out strings of that length reversed exactly (greedy decoding)}. Lesson 07."""
-    scores = {}
-    for n, strings in task.held_out.items():
-        right = 0
-        for i in range(0, len(strings), batch_size):
-            src, labels = reversal_batch(strings[i : i + batch_size])
-            right += int(exact_match(greedy_decode(model, src), labels, model.config.pad_id).sum())
-        scores[n] = right / len(strings)
-    return scores
+def evaluate(
+    model: EncoderDecoderTransformer, task: ReversalTask, batch_size: int = 500, num_threads: int | None = None
+) -> dict[int, float]:
+    """{length: fraction of the held-out strings of that length reversed exactly (greedy decoding)}. Lesson 07.
+
+    `num_threads` as in `train`.
+    """
+    with _threads(num_threads):
+        return {n: _exact_match_rate(model, strings, batch_size) for n, strings in task.held_out.items()}
+
+
+def _exact_match_rate(model: EncoderDecoderTransformer, strings: list[str], batch_size: int) -> float:
+    right = 0
+    for i in range(0, len(strings), batch_size):
+        src, labels = reversal_batch(strings[i : i + batch_size])
+        right += int(exact_match(greedy_decode(model, src), labels, model.config.pad_id).sum())
+    return right / len(strings)

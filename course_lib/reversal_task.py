@@ -8,6 +8,7 @@ see — output position t reads source position n-1-t, an anti-diagonal in the c
     reversal_batch  strings -> (src, labels): src = digits + <eos>, labels = reversed digits + <eos>, padded
     ReversalTask    which lengths train, which test; held-out test strings that training never samples
     exact_match     a prediction is right only if every token up to and including <eos> is right
+    mirror_attention  how much cross-attention weight each head puts on the mirrored source position
 
 Shape legend: B batch, S source positions, T target positions, V vocabulary.
 """
@@ -35,6 +36,7 @@ __all__ = [
     "random_digit_strings",
     "ReversalTask",
     "exact_match",
+    "mirror_attention",
 ]
 
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2  # padding, beginning of the decoder's input, end of a sequence
@@ -72,12 +74,9 @@ def reversal_batch(strings: Sequence[str]) -> tuple[Tensor, Tensor]:
         raise ValueError(f"`strings` must be a non-empty list of digit strings, got {strings!r:.60}")
     rows = [encode_digits(s) for s in strings]
     S = max(len(r) for r in rows) + 1
-    src = torch.full((len(rows), S), PAD_ID, dtype=torch.long)  # (B, S)
-    labels = torch.full((len(rows), S), PAD_ID, dtype=torch.long)  # (B, S)
-    for b, r in enumerate(rows):
-        src[b, : len(r) + 1] = torch.tensor([*r, EOS_ID])
-        labels[b, : len(r) + 1] = torch.tensor([*reversed(r), EOS_ID])
-    return src, labels
+    src = [[*r, EOS_ID] + [PAD_ID] * (S - 1 - len(r)) for r in rows]
+    labels = [[*reversed(r), EOS_ID] + [PAD_ID] * (S - 1 - len(r)) for r in rows]
+    return torch.tensor(src), torch.tensor(labels)  # (B, S) each, int64
 
 
 def random_digit_strings(
@@ -162,3 +161,33 @@ def exact_match(predictions: Tensor, labels: Tensor, pad_id: int = PAD_ID) -> Te
         predictions = torch.cat([predictions, fill], dim=1)
     real = labels != pad_id  # (B, T): the tokens that must match
     return ((predictions[:, :T] == labels) | ~real).all(dim=1)  # (B,)
+
+
+def mirror_attention(weights: Tensor, lengths: Sequence[int]) -> dict[str, Tensor]:
+    """Where each cross-attention head looks while the model writes the reversed digits. Lesson 07.
+
+    For a string of n digits, output position t (0 <= t < n) must copy source position n-1-t. Returns the mean
+    weight of each (layer, head), over every digit position of every sequence, on
+        "mirror"  source position n-1-t, the digit to copy (1.0 would be a perfect anti-diagonal);
+        "next"    source position n-t, the source copy of the digit the decoder has just read (t >= 1);
+        "eos"     the source's <eos> at position n, which marks where (and so how long) the string ends.
+    weights: (L, B, H, T, S) as returned by `decode(..., need_weights=True)`; lengths: (B,) digits per string
+    -> {name: (L, H)}.
+    """
+    _checks.tensor("weights", weights, "L, B, H, T, S")
+    lengths = _checks.int_list("lengths", lengths, minimum=1, non_empty=True)
+    L, B, H, T, S = weights.shape
+    if len(lengths) != B or max(lengths) >= min(T, S):
+        raise ValueError(f"`lengths` must give B={B} lengths below min(T, S)={min(T, S)}, got {lengths}")
+    sums = {name: torch.zeros(L, H, dtype=torch.float64) for name in ("mirror", "next", "eos")}
+    counts = {"mirror": 0, "next": 0, "eos": 0}
+    for b, n in enumerate(lengths):
+        w = weights[:, b, :, :n, :].double()  # (L, H, n, S): the digit positions of sequence b
+        t = torch.arange(n)
+        sums["mirror"] += w[..., t, n - 1 - t].sum(-1)  # (L, H)
+        sums["eos"] += w[..., t, n].sum(-1)
+        sums["next"] += w[..., t[1:], n - t[1:]].sum(-1)
+        counts["mirror"] += n
+        counts["eos"] += n
+        counts["next"] += n - 1
+    return {name: (sums[name] / max(counts[name], 1)).float() for name in sums}

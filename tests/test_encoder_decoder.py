@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from course_lib import encoder_decoder as ed
 from course_lib import reversal_task as rt
+from course_lib.loss_plots import LossPlot
 from course_lib.position import sinusoidal_position_encoding
 
 FAST = settings(max_examples=30, deadline=None)
@@ -251,19 +252,15 @@ def test_training_is_deterministic_with_a_seed_and_keeps_the_callers_random_stat
 
 
 def test_training_feeds_a_loss_plot():
-    class Recorder:
-        def __init__(self):
-            self.points = []
-
-        def update(self, step, train_loss=None, val_loss=None):
-            self.points.append((step, train_loss))
-
-    plot = Recorder()
+    plot = LossPlot(live=False, redraw_every=3600.0)  # drawn at the first point, then only by show() at the end
     model = ed.EncoderDecoderTransformer(TINY_MODEL)
     config = ed.TrainConfig(steps=6, batch_size=4, warmup=1, log_every=4)
     history = ed.train(model, TINY_TASK, config, progress=False, plot=plot)
-    assert [s for s, _ in plot.points] == [3, 5] == history["steps"]
-    assert [v for _, v in plot.points] == history["losses"]
+    assert plot.history["train"] == (history["steps"], history["losses"]) and history["steps"] == [3, 5]
+    _, ax = plot.figure()
+    assert len(ax.lines[0].get_xdata()) == 2
+    with pytest.raises(TypeError, match="LossPlot"):
+        ed.train(model, TINY_TASK, config, progress=False, plot=[])
 
 
 def test_masked_cross_entropy_is_what_train_minimises():

@@ -98,3 +98,26 @@ def test_exact_match_counts_up_to_eos_only():
     assert rt.exact_match(short, labels).tolist() == [False, False]
     longer = torch.cat([right, torch.full((2, 3), rt.PAD_ID)], dim=1)
     assert rt.exact_match(longer, labels).tolist() == [True, True]
+
+
+def test_mirror_attention_scores_a_perfect_anti_diagonal_as_one():
+    lengths = [3, 5]
+    L, B, H, T, S = 2, 2, 3, 6, 6
+    weights = torch.zeros(L, B, H, T, S)
+    for b, n in enumerate(lengths):
+        for t in range(n):
+            weights[0, b, :, t, n - 1 - t] = 1.0  # layer 0: exactly the mirror
+            weights[1, b, :, t, n] = 0.5  # layer 1: half on <eos>, half on the digit just read
+            weights[1, b, :, t, n - t] += 0.5
+        weights[:, b, :, n:, 0] = 1.0  # positions after the digits do not count
+    found = rt.mirror_attention(weights, lengths)
+    assert {k: v.shape for k, v in found.items()} == {k: (L, H) for k in ("mirror", "next", "eos")}
+    assert torch.allclose(found["mirror"][0], torch.ones(H)) and (found["mirror"][1] == 0).all()
+    assert torch.allclose(found["next"][1], torch.full((H,), 0.5)) and (found["next"][0] == 0).all()
+    # at t = 0 the digit just read is <bos>: "next" would be the <eos> column, so t = 0 is left out of "next"
+    assert torch.allclose(found["eos"][1], torch.tensor(0.5 + 0.5 * 2 / 8))
+
+
+def test_mirror_attention_refuses_lengths_that_do_not_fit():
+    with pytest.raises(ValueError, match="lengths"):
+        rt.mirror_attention(torch.zeros(1, 2, 1, 4, 4), [2, 4])

@@ -150,6 +150,14 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise("multihead_parameter_count"),
         ),
     ),
+    Lesson(
+        "07_encoder_decoder",
+        "The original transformer",
+        modules=("encoder_decoder", "reversal_task", "blocks", "loss_plots", "plotting"),
+        references="course_lib.encoder_decoder",
+        grader="course_lib.grading.encoder_decoder",
+        exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
