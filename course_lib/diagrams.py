@@ -1,6 +1,8 @@
 """Diagrams the lessons show but do not compute: architecture pictures drawn with matplotlib.
 
     transformer_block_post_ln_vs_pre_ln  the 2017 post-LN block next to GPT-2's pre-LN block (for lesson 06)
+    residual_stream                      a pre-LN stack seen as one residual stream that sublayers read and add to
+                                         (lesson 06)
     encoder_decoder_data_flow            the original encoder-decoder transformer, cross-attention wiring included
                                          (lesson 04 shows it where cross-attention is introduced; lesson 07 builds it)
 
@@ -22,6 +24,7 @@ from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
 __all__ = [
     "transformer_block_post_ln_vs_pre_ln",
+    "residual_stream",
     "encoder_decoder_data_flow",
     "DIAGRAMS",
     "save_png",
@@ -178,6 +181,42 @@ def transformer_block_post_ln_vs_pre_ln() -> Figure:
     return fig
 
 
+def residual_stream() -> Figure:
+    """A pre-LN stack as one residual stream, for lesson 06: the embeddings enter at the bottom, every sublayer
+    reads a normalised copy of the stream and adds its output back, and the stream reaches the output head.
+
+    Only additions touch the stream, so the gradient of the loss reaches every block (and the embeddings) along
+    the straight path, whatever the depth: that is what residual connections buy.
+    """
+    fig, ax = _canvas(7.2, 7.4, (-0.2, 9.2), (-0.35, 9.1))
+    sx = 2.2  # the stream's column
+    _stream(ax, [(sx, 0.55), (sx, 8.25)])
+    _box(ax, sx, 0.25, 3.4, 0.6, "token embeddings + positions", "embed", size=FONT - 1)
+    _arrow(ax, [(sx, 0.55), (sx, 8.3)], color=STREAM, width=2.2)
+    _box(ax, sx, 8.6, 3.4, 0.6, "final LayerNorm → logits", "output", size=FONT - 1)
+    sublayers = [("Attention", "attention"), ("MLP", "ffn"), ("Attention", "attention"), ("MLP", "ffn")]
+    for i, (label, kind) in enumerate(sublayers):
+        y = 1.3 + 1.7 * i  # where the branch leaves the stream; its add is 1.0 higher
+        _arrow(ax, [(sx, y), (3.9, y)])
+        _box(ax, 4.55, y, 1.3, 0.46, "LayerNorm", "norm", size=FONT - 2)
+        _arrow(ax, [(5.2, y), (5.75, y)])
+        _box(ax, 6.55, y, 1.6, 0.6, label, kind, size=FONT - 1)
+        _arrow(ax, [(6.55, y + 0.3), (6.55, y + 1.0), (sx + 0.2, y + 1.0)])
+        _add(ax, sx, y + 1.0)
+        if i % 2 == 0:
+            label = f"block {i // 2 + 1}"
+            ax.text(0.25, y + 1.35, label, ha="center", va="center", fontsize=FONT, color=INK, rotation=90)
+            ax.plot([0.55, 0.55], [y - 0.2, y + 2.9], color="#999999", linewidth=1.2)
+    ax.text(sx - 0.35, 4.65, "residual stream", ha="right", va="center", fontsize=FONT, color=STREAM, rotation=90)
+    notes = [
+        (0.2, "each sublayer reads a normalised copy\nand adds its output back:\nx ← x + sublayer(LayerNorm(x))"),
+        (8.6, "the gradient flows back along the\nstream, through additions only"),
+    ]
+    for y, text in notes:
+        ax.text(6.55, y, text, ha="center", va="center", fontsize=FONT - 1, color=INK, style="italic")
+    return fig
+
+
 # ------------------------------------------------------------------------------------------------------------
 # The encoder-decoder transformer
 # ------------------------------------------------------------------------------------------------------------
@@ -281,6 +320,7 @@ def encoder_decoder_data_flow() -> Figure:
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "transformer_block_post_ln_vs_pre_ln": transformer_block_post_ln_vs_pre_ln,
+    "residual_stream": residual_stream,
     "encoder_decoder_data_flow": encoder_decoder_data_flow,
 }
 

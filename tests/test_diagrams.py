@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from matplotlib.patches import FancyBboxPatch
+from matplotlib.patches import Circle, FancyBboxPatch
 from matplotlib.text import Text
 
 from course_lib import diagrams
@@ -42,6 +42,19 @@ def test_post_ln_vs_pre_ln_labels():
     assert texts.count("Multi-head\nattention") == 2 and texts.count("Feed-forward") == 2
     assert any(t.startswith("Post-LN") for t in texts) and any(t.startswith("Pre-LN") for t in texts)
     assert "residual stream" in texts
+
+
+def test_residual_stream_labels_and_wiring():
+    fig = diagrams.residual_stream()
+    assert isinstance(fig, Figure)
+    texts = _texts(fig)
+    # Two blocks, each an attention and an MLP sublayer that reads through its own LayerNorm.
+    assert texts.count("LayerNorm") == 4 and texts.count("Attention") == 2 and texts.count("MLP") == 2
+    assert {"block 1", "block 2", "residual stream", "token embeddings + positions"} <= set(texts)
+    assert any("x ← x + sublayer(LayerNorm(x))" in t for t in texts)
+    adds = [p for p in fig.findobj(Circle) if p.get_radius() == 0.2]
+    assert len(adds) == 4  # one residual add per sublayer, all on the stream's column
+    assert len({p.center[0] for p in adds}) == 1
 
 
 def test_encoder_decoder_labels_and_cross_attention_wiring():

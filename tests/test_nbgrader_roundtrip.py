@@ -116,6 +116,19 @@ ONE_WRONG = {
         "        return (out, weights) if need_weights else out\n",
         "split with a bare view",
     ),
+    "06_transformer_blocks": (
+        "FeedForward",
+        "import torch.nn.functional as F\nfrom torch import nn\n\n\n"
+        "class FeedForward(nn.Module):\n"
+        "    def __init__(self, d_model, d_hidden, dropout=0.0):\n"
+        "        super().__init__()\n"
+        "        self.fc1 = nn.Linear(d_model, d_hidden)\n"
+        "        self.fc2 = nn.Linear(d_hidden, d_model)\n"
+        "        self.dropout = nn.Dropout(dropout)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.dropout(self.fc2(F.gelu(self.fc1(x))))\n",
+        "exact (erf) GELU",
+    ),
     "07_encoder_decoder": (
         "masked_cross_entropy",
         "import torch.nn.functional as F\n\n\n"
@@ -129,7 +142,7 @@ ONE_WRONG = {
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
-for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "encoder_decoder"):
+for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -241,6 +241,34 @@ def test_plain_data_round_trips_and_nothing_else_crosses():
             codec.decode(message)
 
 
+def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_them():
+    """A check may hand an answer's module a state dict (lesson 06 loads random weights this way); comparing the
+    dict before and after the call must not ask a tensor for its truth value."""
+    from course_lib.grading.kit.remote import Remote
+    from course_lib.workflow.sandbox import Sandbox
+
+    source = (
+        "class Box(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.lin = nn.Linear(2, 2)\n\n"
+        "def scale(state):\n    state['lin.weight'] = state['lin.weight'] * 2\n"
+    )
+    preamble = "import torch\nfrom torch import nn\n"
+    names = ("Box", "scale")
+    sandbox, ready = Sandbox.start(
+        preamble=preamble, bindings={}, source=source, names=names, references=(), timeout=20
+    )
+    try:
+        box, scale = (Remote(sandbox, ready.names[name]) for name in ("Box", "scale"))
+        module = box()
+        state = {"lin.weight": torch.ones(2, 2), "lin.bias": torch.zeros(2)}
+        module.load_state_dict(state)
+        assert torch.equal(module.state_dict()["lin.weight"], torch.ones(2, 2))
+        scale(state)  # changed in place by the answer: the grader's dict follows
+        assert torch.equal(state["lin.weight"], 2 * torch.ones(2, 2)) and torch.equal(state["lin.bias"], torch.zeros(2))
+    finally:
+        sandbox.close()
+
+
 def test_files_a_submission_changes_are_put_back(tmp_path, monkeypatch):
     package = tmp_path / "course_lib"
     (package / "grading").mkdir(parents=True)

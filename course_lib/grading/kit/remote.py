@@ -172,6 +172,18 @@ def _outgoing(value: Any) -> Any:
     return value
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equality of plain data that may hold tensors (`==` on two tensors gives a tensor, not a bool)."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        both = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+        return both and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if type(a) in (list, tuple) and type(b) is type(a):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is dict and type(b) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
 def _write_back(original: Any, after: Any) -> None:
     """Make an argument look as the answer left it (in-place changes become visible to the check)."""
     if isinstance(original, torch.Generator) and isinstance(after, dict):
@@ -180,9 +192,9 @@ def _write_back(original: Any, after: Any) -> None:
         if original.shape == after.shape and original.dtype == after.dtype and not torch.equal(original, after):
             with torch.no_grad():
                 original.copy_(after)
-    elif type(original) is list and type(after) is list and original != after:
+    elif type(original) is list and type(after) is list and not _same(original, after):
         original[:] = after
-    elif type(original) is dict and type(after) is dict and original != after:
+    elif type(original) is dict and type(after) is dict and not _same(original, after):
         original.clear()
         original.update(after)
 
