@@ -2,6 +2,7 @@
 
     loss_curve   train (and validation) loss against step, drawn once; returns (fig, ax)
     LossPlot     call update(step, train_loss=..., val_loss=...) as you log; one picture, replaced in place
+                 (at most every `redraw_every` seconds: drawing a PNG can cost more than a small model's step)
 
 Both draw with matplotlib and nothing else: no files, no prints, no changes to global settings.
 `course_lib.plotting` re-exports both, so `from course_lib.plotting import loss_curve` works too.
@@ -12,6 +13,7 @@ C / d_model channels, V vocabulary.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -81,16 +83,25 @@ class LossPlot:
     under the cell is replaced in place (one display handle), elsewhere nothing is shown. `live=False`
     turns the display off; `figure()` returns (fig, ax) at any time. The figure is not registered with
     pyplot, so it never shows up twice or lingers in pyplot's list of open figures.
+
+    Every update is recorded, but the picture is redrawn at most every `redraw_every` seconds (0: at every
+    update); call `show()` after the last update to draw everything recorded.
     """
 
-    def __init__(self, title: str = "Loss", log_y: bool = False, live: bool | None = None) -> None:
+    def __init__(
+        self, title: str = "Loss", log_y: bool = False, live: bool | None = None, redraw_every: float = 0.0
+    ) -> None:
+        if isinstance(redraw_every, bool) or not isinstance(redraw_every, int | float) or redraw_every < 0:
+            raise ValueError(f"`redraw_every` must be a number of seconds >= 0, got {redraw_every!r}")
         self.title = title
         self.log_y = log_y
+        self.redraw_every = float(redraw_every)
         self.history: dict[str, tuple[list[int], list[float]]] = {"train": ([], []), "val": ([], [])}
         self._fig = Figure(figsize=(6.5, 3.8), layout="constrained")
         self._ax = self._fig.add_subplot()
         self._live = _in_notebook() if live is None else bool(live)
         self._handle = None
+        self._drawn_at: float | None = None  # time.monotonic() of the last redraw
 
     def update(self, step: int, train_loss: float | None = None, val_loss: float | None = None) -> LossPlot:
         """Record the losses of one step (either may be None) and redraw."""
@@ -105,6 +116,14 @@ class LossPlot:
         for name, loss in new.items():
             self.history[name][0].append(int(step))
             self.history[name][1].append(loss)
+        now = time.monotonic()
+        if self._drawn_at is None or now - self._drawn_at >= self.redraw_every:
+            self.show()
+        return self
+
+    def show(self) -> LossPlot:
+        """Redraw now, from everything recorded (in a notebook: replace the picture under the cell)."""
+        self._drawn_at = time.monotonic()
         _draw_losses(self._ax, self.history, self.title, self.log_y)
         if self._live:
             from IPython.display import display

@@ -71,3 +71,19 @@ def test_loss_plot_updates_one_display_handle_in_a_notebook(monkeypatch: pytest.
     assert [kind for kind, _ in calls] == ["display", "update", "update"]
     assert all(obj is plot for _, obj in calls)
     assert LossPlot(live=False).update(0, train_loss=1.0) is not None and len(calls) == 3
+
+
+def test_loss_plot_redraws_at_most_every_redraw_every_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [100.0]
+    monkeypatch.setattr(loss_plots.time, "monotonic", lambda: clock[0])
+    shown = []
+    plot = LossPlot(live=False, redraw_every=1.0)
+    monkeypatch.setattr(loss_plots, "_draw_losses", lambda ax, history, *rest: shown.append(len(history["train"][0])))
+    for step in range(6):
+        plot.update(step, train_loss=1.0 / (step + 1))
+        clock[0] += 0.4  # updates at 0, 0.4, ..., 2.0 s: redraws at 0 and 1.2 s
+    assert shown == [1, 4] and plot.history["train"][0] == [0, 1, 2, 3, 4, 5]  # every point recorded
+    plot.show()
+    assert shown == [1, 4, 6]
+    with pytest.raises(ValueError, match="redraw_every"):
+        LossPlot(redraw_every=-1)

@@ -129,12 +129,20 @@ ONE_WRONG = {
         "        return self.dropout(self.fc2(F.gelu(self.fc1(x))))\n",
         "exact (erf) GELU",
     ),
+    "07_encoder_decoder": (
+        "masked_cross_entropy",
+        "import torch.nn.functional as F\n\n\n"
+        "def masked_cross_entropy(logits, targets, pad_id):\n"
+        "    B, T, V = logits.shape\n"
+        "    return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))\n",
+        "padding was counted in the loss",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
-for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks"):
+for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -168,6 +168,14 @@ LESSONS: tuple[Lesson, ...] = (
             EncoderLayer=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder", "torch.nn.Transformer"),
         ),
     ),
+    Lesson(
+        "07_encoder_decoder",
+        "The original transformer",
+        modules=("encoder_decoder", "reversal_task", "blocks", "loss_plots", "plotting"),
+        references="course_lib.encoder_decoder",
+        grader="course_lib.grading.encoder_decoder",
+        exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
