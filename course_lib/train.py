@@ -1,0 +1,358 @@
+"""Lesson 11 — one training loop for GPT models: the lesson calls it, the command line calls it, torchrun runs it.
+
+    cosine_lr(step, ...)           learning rate: linear warm-up, then a cosine decay to min_lr (lesson 10)
+    grad_accum_steps(...)          how many micro-batches add up to the batch size we want (lesson 11)
+    estimate_mfu(...)              model FLOPs utilisation: the fraction of the GPU's peak we use (lesson 11)
+    PEAK_FLOPS, peak_flops(...)    dense bf16/fp16 tensor-core peaks of common GPUs, from NVIDIA's datasheets
+    TrainConfig, train(model, config, on_log=...)      the loop itself
+
+`train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (GPT-2, the CharGPT of lesson 09).
+One optimizer step: `grad_accum_steps` micro-batches, each forward under autocast (bf16 / fp16 / fp32 chosen
+from the device, see train_setup), loss / accum backward (through a GradScaler for fp16), gradient clipping,
+the schedule's learning rate, AdamW. Every step is logged with tokens/s and MFU; evaluation, samples and
+checkpoints come at intervals; a time budget stops the run cleanly (with a checkpoint) before Colab would.
+
+Several GPUs: start the same command under ``torchrun --nproc_per_node=N``. Each process reads its own
+block of every batch (ShardLoader), PyTorch's DistributedDataParallel averages the gradients during the last
+micro-batch's backward (``no_sync`` skips the all-reduce on the others), rank 0 logs and saves.
+
+Shape legend: B micro-batch rows, T time (seq_len), V vocabulary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from course_lib import _checks, train_setup
+from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from course_lib.train_data import ShardLoader
+
+# ------------------------------------------------------------------------------------------------------------
+# The three formulas of the lessons
+# ------------------------------------------------------------------------------------------------------------
+
+
+def cosine_lr(step: int, max_lr: float, min_lr: float, warmup_steps: int, max_steps: int) -> float:
+    """Lesson 10, exercise `cosine_lr`: linear warm-up to max_lr, cosine decay to min_lr at max_steps.
+
+    Warm-up starts at max_lr/warmup_steps, not 0 (a step with lr 0 would be wasted); after max_steps the
+    rate stays at min_lr.
+    """
+    _checks.int_between("step", step, 0)
+    _checks.int_between("warmup_steps", warmup_steps, 0)
+    _checks.positive_int("max_steps", max_steps)
+    if warmup_steps >= max_steps:
+        raise ValueError(f"`warmup_steps`={warmup_steps} must be smaller than `max_steps`={max_steps}")
+    if step < warmup_steps:
+        return max_lr * (step + 1) / warmup_steps
+    if step > max_steps:
+        return min_lr
+    ratio = (step - warmup_steps) / (max_steps - warmup_steps)  # 0 -> 1 over the decay
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (max_lr - min_lr)
+
+
+def grad_accum_steps(total_batch_tokens: int, micro_batch_size: int, seq_len: int, world_size: int = 1) -> int:
+    """Lesson 11, exercise `grad_accum_steps`: micro-batches per optimizer step, per process.
+
+    One micro-batch of all processes together holds micro_batch_size * seq_len * world_size tokens.
+    """
+    _checks.positive_ints(
+        total_batch_tokens=total_batch_tokens, micro_batch_size=micro_batch_size, seq_len=seq_len, world_size=world_size
+    )
+    per_micro_step = micro_batch_size * seq_len * world_size
+    if total_batch_tokens % per_micro_step:
+        raise ValueError(
+            f"`total_batch_tokens`={total_batch_tokens} must be a multiple of micro_batch_size * seq_len * "
+            f"world_size = {micro_batch_size} * {seq_len} * {world_size} = {per_micro_step}"
+        )
+    return total_batch_tokens // per_micro_step
+
+
+def estimate_mfu(
+    n_params: int, n_layers: int, n_heads: int, d_head: int, seq_len: int, tokens_per_second: float, peak_flops: float
+) -> float:
+    """Lesson 11, exercise `estimate_mfu`: achieved FLOP/s over the hardware's peak.
+
+    Per token, the forward and backward passes through the weights cost 6 FLOPs per parameter (2 forward,
+    4 backward), and attention adds 12 * n_layers * n_heads * d_head * seq_len (scores and weighted sum,
+    forward and backward) — the estimate of the PaLM paper, appendix B, as nanoGPT uses it.
+    """
+    flops_per_token = 6 * n_params + 12 * n_layers * n_heads * d_head * seq_len
+    return flops_per_token * tokens_per_second / peak_flops
+
+
+# Dense tensor-core peaks in FLOP/s. NVIDIA's datasheets give the L4 and H100 figures "with sparsity" (2:4
+# structured sparsity doubles them); training is dense, so those are halved. The T4 has no bf16 tensor cores.
+PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "T4": {"fp16": 65e12},  # T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32)
+    "L4": {"bf16": 242e12 / 2, "fp16": 242e12 / 2},  # L4 datasheet: 242 TFLOPS with sparsity
+    "A100": {"bf16": 312e12, "fp16": 312e12},  # A100 datasheet: 312 TFLOPS dense (624 with sparsity)
+    "H100 SXM": {"bf16": 1979e12 / 2, "fp16": 1979e12 / 2},  # H100 datasheet: 1,979 TFLOPS with sparsity
+    "H100 NVL": {"bf16": 1671e12 / 2, "fp16": 1671e12 / 2},  # 1,671 with sparsity
+    "H100 PCIe": {"bf16": 1513e12 / 2, "fp16": 1513e12 / 2},  # 1,513 with sparsity
+}
+
+
+def gpu_model(name: str) -> str | None:
+    """The PEAK_FLOPS key of a CUDA device name ("Tesla T4" -> "T4", "NVIDIA H100 80GB HBM3" -> "H100 SXM")."""
+    if re.search(r"\bH100\b", name):
+        return next((f"H100 {form}" for form in ("PCIe", "NVL") if form.lower() in name.lower()), "H100 SXM")
+    return next((key for key in ("T4", "L4", "A100") if re.search(rf"\b{key}\b", name)), None)
+
+
+def peak_flops(name: str, precision: str) -> float | None:
+    """Peak FLOP/s of the GPU called `name` in `precision` ("bf16"/"fp16"); None if the table has no entry."""
+    model = gpu_model(name)
+    return PEAK_FLOPS[model].get(precision) if model else None
+
+
+def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
+    """(n_layers, n_heads, d_head) for the MFU formula: the modules that have `n_heads` and `d_head`."""
+    layers = [m for m in model.modules() if hasattr(m, "n_heads") and hasattr(m, "d_head")]
+    return (len(layers), layers[0].n_heads, layers[0].d_head) if layers else None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The loop
+# ------------------------------------------------------------------------------------------------------------
+
+# Settings a resumed run may change: they do not alter what the next training steps compute.
+RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
+RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything `train` needs besides the model (lesson 11)."""
+
+    data_dir: str  # a folder prepared by train_data (shards.json + .bin shards)
+    micro_batch_size: int = 8  # B: rows per forward pass and process
+    seq_len: int = 256  # T: tokens per row
+    total_batch_tokens: int | None = None  # tokens per optimizer step, all processes; None: one micro-batch
+    max_steps: int = 100  # optimizer steps of the whole run
+    warmup_steps: int = 10  # linear warm-up of the learning rate
+    max_lr: float = 6e-4
+    min_lr: float = 6e-5  # the cosine decays to this at max_steps
+    weight_decay: float = 0.1  # on matrices only
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
+    eval_interval: int = 50  # evaluate every this many steps (and after the last); 0 = never
+    eval_batches: int = 10  # micro-batches of "val" per evaluation
+    sample_interval: int = 0  # print a sample every this many steps; 0 = never
+    sample_tokens: int = 32
+    sample_prompt: str = "\n"
+    checkpoint_path: str | None = None  # None: no checkpoints
+    checkpoint_interval: int = 0  # save every this many steps; 0 = only at the end (or when the budget runs out)
+    max_time_s: float | None = None  # time budget: stop cleanly after this many seconds
+    precision: str = "auto"  # "auto" (from the device), "bf16", "fp16", "fp32"
+    compile: bool = False  # torch.compile the model (GPU; the first steps are slow while it compiles)
+    device: str = "auto"
+    seed: int = 1337
+    extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
+
+    def __post_init__(self):
+        _checks.positive_ints(micro_batch_size=self.micro_batch_size, seq_len=self.seq_len, max_steps=self.max_steps)
+        if self.warmup_steps >= self.max_steps:
+            raise ValueError(f"`warmup_steps`={self.warmup_steps} must be smaller than `max_steps`={self.max_steps}")
+        for name in ("eval_interval", "sample_interval", "checkpoint_interval"):
+            _checks.int_between(name, getattr(self, name), 0, note="0 = never")
+        _checks.one_of("precision", self.precision, ("auto", *train_setup.PRECISIONS))
+
+
+def _all_mean(value: torch.Tensor, dist: train_setup.Distributed) -> torch.Tensor:
+    if dist.enabled:
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.SUM)
+        value = value / dist.world_size
+    return value
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: ShardLoader, batches: int, device: str, precision: str) -> torch.Tensor:
+    """Mean loss over the first `batches` micro-batches of `loader` (always the same ones), in eval mode."""
+    model.eval()
+    loader.reset()
+    total = torch.zeros((), device=device)
+    for _ in range(batches):
+        x, y = (t.to(device) for t in loader.next_batch())
+        with train_setup.autocast(device, precision):
+            _, loss = model(x, y)
+        total += loss.float()
+    model.train()
+    return total / batches
+
+
+@torch.no_grad()
+def sample(model: nn.Module, prompt_ids: list[int], n_tokens: int, context: int, generator: torch.Generator):
+    """Sample `n_tokens` ids after `prompt_ids` (top-50, temperature 1) with its own generator, so sampling
+    never moves the training RNG (a resumed run must draw the same dropout masks)."""
+    model.eval()
+    device = generator.device
+    idx = torch.tensor([prompt_ids], device=device)  # (1, T)
+    for _ in range(n_tokens):
+        logits, _ = model(idx[:, -context:])  # (1, T, V)
+        logits = logits[:, -1, :].float()  # (1, V)
+        kth = torch.topk(logits, min(50, logits.shape[-1])).values[:, -1:]  # (1, 1)
+        probs = torch.softmax(logits.masked_fill(logits < kth, -math.inf), dim=-1)
+        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)  # (1, T+1)
+    model.train()
+    return idx[0, len(prompt_ids) :].tolist()
+
+
+def train(
+    model: nn.Module, config: TrainConfig, *, on_log: Callable[[dict], None] | None = None, resume: bool = False
+) -> list[dict]:
+    """Train `model` as `config` says; returns the log records (rank 0) and passes each to `on_log` as it comes.
+
+    Records: {"kind": "train", "step", "loss", "lr", "grad_norm", "dt_s", "tokens_per_s", "mfu"},
+    {"kind": "eval", "step", "val_loss"}, {"kind": "sample", "step", "text"}, {"kind": "checkpoint", ...}.
+    With `resume`, training continues from `config.checkpoint_path` (if it exists) exactly where it stopped.
+    """
+    cfg, started, records = config, time.perf_counter(), []
+    dist = train_setup.distributed_from_env()
+    device = train_setup.init_distributed(dist, cfg.device)
+    precision = train_setup.resolve_precision(cfg.precision, device)
+    total_tokens = cfg.total_batch_tokens or cfg.micro_batch_size * cfg.seq_len * dist.world_size
+    accum = grad_accum_steps(total_tokens, cfg.micro_batch_size, cfg.seq_len, dist.world_size)
+    torch.manual_seed(cfg.seed + dist.rank)  # dropout differs between ranks, as batches do
+
+    def log(record: dict) -> None:
+        if dist.is_main:
+            records.append(record)
+            if on_log:
+                on_log(record)
+
+    raw_model = model.to(device)
+    optimizer = train_setup.configure_optimizer(
+        raw_model, cfg.max_lr, cfg.weight_decay, cfg.betas, torch.device(device).type
+    )
+    scaler = train_setup.grad_scaler(device, precision)
+    loader = ShardLoader(cfg.data_dir, "train", cfg.micro_batch_size, cfg.seq_len, **_ranks(dist))
+    val_loader = ShardLoader(cfg.data_dir, "val", cfg.micro_batch_size, cfg.seq_len, **_ranks(dist))
+    start_step = 0
+    if resume and cfg.checkpoint_path and Path(cfg.checkpoint_path).exists():
+        state = load_checkpoint(cfg.checkpoint_path)  # on the CPU: RNG states must stay there
+        _check_resumable(state["config"], cfg, state["world_size"], dist.world_size)
+        raw_model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        loader.load_state_dict(state["data"])
+        set_rng_state(state["rng"][dist.rank])
+        start_step = state["step"]
+        log({"kind": "resume", "step": start_step, "path": str(cfg.checkpoint_path)})
+    model = torch.compile(raw_model) if cfg.compile else raw_model
+    if dist.enabled:
+        device_ids = [dist.local_rank] if device.startswith("cuda") else None
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+    def save(next_step: int) -> None:
+        rngs = [rng_state()]
+        if dist.enabled:  # every rank's dropout generator, so each resumes its own stream
+            rngs = [None] * dist.world_size
+            torch.distributed.all_gather_object(rngs, rng_state())
+        if dist.is_main and cfg.checkpoint_path:
+            state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": next_step}
+            state |= {"scaler": scaler.state_dict(), "data": loader.state_dict(), "rng": rngs}
+            state |= {"config": _plain(cfg), "world_size": dist.world_size}
+            save_checkpoint(cfg.checkpoint_path, state)
+            log({"kind": "checkpoint", "step": next_step, "path": str(cfg.checkpoint_path)})
+
+    n_params = sum(p.numel() for p in raw_model.parameters())
+    shape = attention_shape(raw_model)
+    peak = peak_flops(train_setup.device_name(device), precision)
+    encoding = _encoding(loader.header) if cfg.sample_interval else None
+    for step in range(start_step, cfg.max_steps):
+        out_of_time = torch.tensor(float(cfg.max_time_s is not None and time.perf_counter() - started > cfg.max_time_s))
+        if _all_mean(out_of_time.to(device), dist).item() > 0:  # all ranks stop together
+            log({"kind": "stop", "step": step, "reason": f"time budget of {cfg.max_time_s} s used up"})
+            if cfg.checkpoint_path:
+                save(step)
+            return records
+        if cfg.eval_interval and step % cfg.eval_interval == 0:
+            val_loss = _all_mean(evaluate(model, val_loader, cfg.eval_batches, device, precision), dist)
+            log({"kind": "eval", "step": step, "val_loss": val_loss.item()})
+        if encoding is not None and dist.is_main and step % cfg.sample_interval == 0:
+            generator = torch.Generator(device=device).manual_seed(cfg.seed + step)
+            prompt = encoding.encode_ordinary(cfg.sample_prompt)
+            ids = sample(raw_model, prompt, cfg.sample_tokens, cfg.seq_len, generator)
+            log({"kind": "sample", "step": step, "text": encoding.decode(ids)})
+
+        t0 = time.perf_counter()
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(accum):
+            x, y = (t.to(device, non_blocking=True) for t in loader.next_batch())
+            last = micro == accum - 1  # DDP averages gradients across processes only in the last backward
+            with model.no_sync() if dist.enabled and not last else contextlib.nullcontext():
+                with train_setup.autocast(device, precision):
+                    _, loss = model(x, y)
+                loss = loss / accum  # the gradients of the micro-batches add up to the mean's gradient
+                loss_sum += loss.detach().float()
+                scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
+        params = raw_model.parameters()
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
+        lr = cosine_lr(step, cfg.max_lr, cfg.min_lr, cfg.warmup_steps, cfg.max_steps)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        scaler.step(optimizer)  # skipped when fp16 gradients overflowed; the scale is then lowered
+        scaler.update()
+        loss_value = _all_mean(loss_sum, dist).item()  # .item() waits for the GPU: dt below is real
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        tokens_per_s = total_tokens / dt
+        mfu = None
+        if peak and shape:
+            mfu = estimate_mfu(n_params, *shape, cfg.seq_len, tokens_per_s / dist.world_size, peak)
+        record = {"kind": "train", "step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm.item()}
+        log(record | {"dt_s": dt, "tokens_per_s": tokens_per_s, "mfu": mfu})
+        if cfg.checkpoint_interval and (step + 1) % cfg.checkpoint_interval == 0 and step + 1 < cfg.max_steps:
+            save(step + 1)
+    if cfg.eval_interval:
+        val_loss = _all_mean(evaluate(model, val_loader, cfg.eval_batches, device, precision), dist)
+        log({"kind": "eval", "step": cfg.max_steps, "val_loss": val_loss.item()})
+    if cfg.checkpoint_path:
+        save(cfg.max_steps)
+    return records
+
+
+def _ranks(dist: train_setup.Distributed) -> dict:
+    return {"rank": dist.rank, "world_size": dist.world_size}
+
+
+def _plain(cfg: TrainConfig) -> dict:
+    """The config as plain data (lists for tuples), so it loads with weights_only=True and compares after."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
+def _check_resumable(saved: dict, cfg: TrainConfig, saved_world: int, world: int) -> None:
+    changed = {k: (saved.get(k), v) for k, v in _plain(cfg).items() if k not in RESUMABLE_CHANGES and saved.get(k) != v}
+    if saved_world != world:
+        changed["world_size"] = (saved_world, world)
+    if changed:
+        what = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        raise ValueError(f"cannot resume exactly: the checkpoint was made with other settings ({what})")
+
+
+def _encoding(header: dict):
+    if header.get("tokenizer") != "gpt2":
+        return None
+    from course_lib.data import gpt2_encoding
+
+    return gpt2_encoding()
+
+
+if __name__ == "__main__":
+    from course_lib.train_cli import main
+
+    main()

@@ -1,0 +1,126 @@
+"""Lesson 11 — the command line of the training loop: ``python -m course_lib.train``.
+
+    python -m course_lib.train prepare                    Tiny Shakespeare -> shards (offline)
+    python -m course_lib.train prepare --dataset fineweb-edu --max-documents 100000     (online)
+    python -m course_lib.train run --smoke                a tiny model on the CPU, under a minute
+    python -m course_lib.train run --model gpt2 --total-batch-tokens 524288 --compile   a GPU run
+    torchrun --nproc_per_node=2 -m course_lib.train run ...                             several GPUs (DDP)
+
+A run prints one JSON line per log record (``--log FILE`` also appends them to a file) and resumes from its
+checkpoint with ``--resume``, so after a disconnect the same command plus ``--resume`` continues the run.
+
+Shape legend: none here (argument parsing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from course_lib.data import cache_dir
+from course_lib.train import TrainConfig, train
+from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare, read_header
+
+HUB_DATASETS = {  # name -> (Hugging Face path, configuration)
+    "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT"),
+    "tinystories": ("roneneldan/TinyStories", None),
+}
+SMOKE = {"micro_batch_size": 4, "seq_len": 64, "max_steps": 20, "warmup_steps": 4, "max_lr": 1e-3}
+SMOKE |= {"eval_interval": 10, "eval_batches": 2, "sample_interval": 10, "sample_tokens": 16, "precision": "fp32"}
+
+
+def default_data_dir(dataset: str) -> Path:
+    return cache_dir() / "shards" / dataset
+
+
+def build_model(name: str, vocab_size: int, context_length: int, dropout: float = 0.0) -> nn.Module:
+    """A model by preset name: "tiny" (a 2-layer CharGPT over GPT-2's tokens, for CPU smoke runs), or a GPT-2
+    preset of course_lib.gpt2 ("gpt2" = 124M, "gpt2-medium", ...)."""
+    if name == "tiny":
+        from course_lib.char_gpt import CharGPT
+
+        return CharGPT(vocab_size, context_length, d_model=64, n_layers=2, n_heads=4, dropout=dropout)
+    if name.startswith("gpt2"):
+        from course_lib import gpt2
+
+        return gpt2.from_preset(name, vocab_size=vocab_size, context_length=context_length, dropout=dropout)
+    raise ValueError(f"`--model` must be 'tiny' or a GPT-2 preset such as 'gpt2', got {name!r}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m course_lib.train", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    prep = commands.add_parser("prepare", help="tokenize a corpus into uint16 shards")
+    prep.add_argument("--dataset", default="tinyshakespeare", choices=["tinyshakespeare", *HUB_DATASETS])
+    prep.add_argument("--out", type=Path, help="output folder (default: the data cache)")
+    prep.add_argument("--max-documents", type=int, help="stop after this many documents (hub datasets)")
+    prep.add_argument("--val-tokens", type=int, default=1_000_000, help="tokens of the val split (hub datasets)")
+    prep.add_argument("--shard-tokens", type=int, default=100_000_000)
+
+    run = commands.add_parser("run", help="train (resumable; under torchrun on several GPUs)")
+    run.add_argument("--smoke", action="store_true", help="a tiny CPU configuration that runs in under a minute")
+    run.add_argument("--dataset", default="tinyshakespeare", help="prepared automatically if it is Tiny Shakespeare")
+    run.add_argument("--data-dir", type=Path, help="a prepared shard folder (default: the dataset's in the cache)")
+    run.add_argument("--model", default="tiny")
+    run.add_argument("--dropout", type=float, default=0.0)
+    run.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
+    run.add_argument("--log", type=Path, help="also append the JSON log records to this file")
+    for name, fld in TrainConfig.__dataclass_fields__.items():
+        if name in ("data_dir", "extra", "betas"):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if fld.type == "bool":
+            run.add_argument(flag, action="store_true", default=None)
+        else:
+            kind = {"int": int, "float": float}.get(fld.type.split(" ")[0], str)
+            run.add_argument(flag, type=kind, default=None, help=f"default: {fld.default}")
+    return parser
+
+
+def _prepare(args: argparse.Namespace) -> Path:
+    out = args.out or default_data_dir(args.dataset)
+    if args.dataset == "tinyshakespeare":
+        prepare_tiny_shakespeare(out, shard_tokens=args.shard_tokens)
+    else:
+        documents = hub_documents(*HUB_DATASETS[args.dataset], limit=args.max_documents)
+        prepare_documents(documents, out, val_tokens=args.val_tokens, shard_tokens=args.shard_tokens)
+    return out
+
+
+def main(argv: list[str] | None = None) -> list[dict] | None:
+    args = _parser().parse_args(argv)
+    if args.command == "prepare":
+        print(f"prepared {_prepare(args)}")
+        return None
+    data_dir = args.data_dir or default_data_dir(args.dataset)
+    if not (data_dir / "shards.json").exists() and args.dataset == "tinyshakespeare" and args.data_dir is None:
+        prepare_tiny_shakespeare(data_dir)
+    settings = dict(SMOKE) if args.smoke else {}
+    fields = TrainConfig.__dataclass_fields__
+    settings |= {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    config = TrainConfig(data_dir=str(data_dir), **settings, extra={"model": args.model, "dropout": args.dropout})
+    torch.manual_seed(config.seed)  # the same weights every time, so runs can be compared
+    model = build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)
+    log_file = open(args.log, "a") if args.log else None  # noqa: SIM115 (closed below)
+
+    def on_log(record: dict) -> None:
+        line = json.dumps(record)
+        print(line, flush=True)
+        if log_file:
+            log_file.write(line + "\n")
+            log_file.flush()
+
+    try:
+        return train(model, config, on_log=on_log, resume=args.resume)
+    finally:
+        if log_file:
+            log_file.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
