@@ -1,0 +1,273 @@
+"""course_lib.train: the contract formulas, the choices made from the device, and the loop on the CPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import train_setup
+from course_lib.char_gpt import CharGPT
+from course_lib.checkpoint import load_checkpoint
+from course_lib.train import (
+    PEAK_FLOPS,
+    attention_shape,
+    cosine_lr,
+    estimate_mfu,
+    gpu_model,
+    grad_accum_steps,
+    peak_flops,
+    train,
+)
+from tests.train_helpers import config, make_shards, tiny_model, train_losses
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """One intra-op thread: on a shared 2-core machine two threads spin against other processes (10x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# cosine_lr, grad_accum_steps, estimate_mfu
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_cosine_lr_warms_up_linearly_from_max_lr_over_warmup():
+    assert [cosine_lr(s, 1.0, 0.1, 4, 20) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+
+
+def test_cosine_lr_ends_at_min_lr_and_stays_there():
+    assert cosine_lr(20, 1.0, 0.1, 4, 20) == pytest.approx(0.1, abs=1e-15)
+    assert cosine_lr(21, 1.0, 0.1, 4, 20) == 0.1
+    assert cosine_lr(12, 1.0, 0.1, 4, 20) == pytest.approx(0.55)  # half way: the mean of max and min
+
+
+def test_cosine_lr_decay_matches_torchs_cosine_annealing():
+    max_lr, min_lr, warmup, max_steps = 6e-4, 6e-5, 10, 50
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=max_lr)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max_steps - warmup, eta_min=min_lr)
+    for step in range(warmup, max_steps + 1):
+        assert cosine_lr(step, max_lr, min_lr, warmup, max_steps) == pytest.approx(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+
+
+@given(st.integers(1, 50), st.integers(1, 200), st.floats(1e-5, 1.0), st.floats(0.0, 1.0))
+def test_cosine_lr_rises_then_falls_and_stays_between_min_and_max(warmup, extra, max_lr, fraction):
+    max_steps, min_lr = warmup + extra, max_lr * fraction
+    lrs = [cosine_lr(s, max_lr, min_lr, warmup, max_steps) for s in range(max_steps + 3)]
+    assert all(a < b for a, b in zip(lrs[:warmup], lrs[1:warmup], strict=False))
+    assert all(a >= b - 1e-15 for a, b in zip(lrs[warmup:], lrs[warmup + 1 :], strict=False))
+    assert all(0 < lr <= max_lr * (1 + 1e-12) for lr in lrs[:warmup])
+    assert all(min_lr - 1e-12 <= lr <= max_lr + 1e-12 for lr in lrs[warmup:])
+
+
+def test_cosine_lr_rejects_warmup_not_below_max_steps():
+    with pytest.raises(ValueError, match="warmup_steps.*smaller than.*max_steps"):
+        cosine_lr(0, 1.0, 0.1, 10, 10)
+
+
+def test_grad_accum_steps():
+    assert grad_accum_steps(524288, 16, 1024) == 32  # GPT-2's 0.5M-token batch on one GPU
+    assert grad_accum_steps(524288, 16, 1024, world_size=8) == 4
+    with pytest.raises(ValueError, match="multiple of micro_batch_size \\* seq_len \\* world_size = 16 \\* 1024 \\* 3"):
+        grad_accum_steps(524288, 16, 1024, world_size=3)
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        grad_accum_steps(1024, 0, 16)
+
+
+def test_estimate_mfu_counts_six_flops_per_parameter_and_the_attention_term():
+    # one token per second through a 1-parameter, attention-free model needs 6 FLOP/s
+    assert estimate_mfu(1, 0, 0, 0, 1024, tokens_per_second=1.0, peak_flops=6.0) == 1.0
+    attention = 12 * 12 * 12 * 64 * 1024  # GPT-2 small at T=1024
+    expected = (6 * 124_439_808 + attention) * 1e5 / PEAK_FLOPS["A100"]["bf16"]
+    assert estimate_mfu(124_439_808, 12, 12, 64, 1024, 1e5, PEAK_FLOPS["A100"]["bf16"]) == pytest.approx(expected)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The device: names, peaks, precision, optimizer
+# ------------------------------------------------------------------------------------------------------------
+
+NAMES = {  # torch.cuda.get_device_name() as it reads on these GPUs -> the PEAK_FLOPS key
+    "Tesla T4": "T4",
+    "NVIDIA L4": "L4",
+    "NVIDIA L40S": None,  # a different GPU: "L4" must not match inside "L40S"
+    "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA A100 80GB PCIe": "A100",
+    "NVIDIA H100 80GB HBM3": "H100 SXM",
+    "NVIDIA H100 PCIe": "H100 PCIe",
+    "NVIDIA H100 NVL": "H100 NVL",
+    "cpu": None,
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gpu_model_finds_the_table_entry(name):
+    assert gpu_model(name) == NAMES[name]
+
+
+def test_peak_flops():
+    assert peak_flops("Tesla T4", "fp16") == 65e12
+    assert peak_flops("Tesla T4", "bf16") is None  # the T4 has no bf16 tensor cores
+    assert peak_flops("NVIDIA A100-SXM4-80GB", "bf16") == 312e12
+    assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.5e12
+    assert peak_flops("cpu", "fp32") is None
+
+
+@pytest.mark.parametrize(
+    ("device", "capability", "expected"),
+    [
+        ("cpu", None, "fp32"),
+        ("mps", None, "fp32"),
+        ("cuda", (7, 0), "fp16"),  # V100
+        ("cuda", (7, 5), "fp16"),  # T4
+        ("cuda", (8, 0), "bf16"),  # A100
+        ("cuda", (8, 9), "bf16"),  # L4
+        ("cuda", (9, 0), "bf16"),  # H100
+    ],
+)
+def test_choose_precision_from_the_compute_capability(device, capability, expected):
+    assert train_setup.choose_precision(device, capability) == expected
+
+
+def test_precision_errors_and_scaler():
+    with pytest.raises(ValueError, match="capability"):
+        train_setup.choose_precision("cuda")
+    with pytest.raises(ValueError, match="precision='fp16' needs a GPU"):
+        train_setup.resolve_precision("fp16", "cpu")
+    assert train_setup.resolve_precision("auto", "cpu") == "fp32"
+    assert train_setup.grad_scaler("cpu", "fp16").is_enabled()
+    assert not train_setup.grad_scaler("cpu", "bf16").is_enabled()
+    assert not train_setup.grad_scaler("cpu", "fp32").is_enabled()
+    assert isinstance(train_setup.autocast("cpu", "bf16"), torch.autocast)
+
+
+def test_weight_decay_only_on_matrices():
+    model = CharGPT(40, 8, d_model=16, n_layers=1, n_heads=2)
+    decay, no_decay = train_setup.parameter_groups(model, 0.1)
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert {id(p) for p in decay["params"]} == {
+        id(p) for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 2
+    }
+    assert all(p.dim() == 1 for p in no_decay["params"])  # biases and LayerNorm gains
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_fused_adamw_only_on_cuda():
+    model = CharGPT(40, 8, d_model=16, n_layers=1, n_heads=2)
+    assert not train_setup.configure_optimizer(model, 1e-3, device_type="cpu").defaults["fused"]
+    assert train_setup.configure_optimizer(model, 1e-3, device_type="cuda").defaults["fused"]
+
+
+def test_distributed_from_env(monkeypatch):
+    assert train_setup.distributed_from_env() == train_setup.Distributed(0, 0, 1)
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    dist = train_setup.distributed_from_env()
+    assert (dist.rank, dist.local_rank, dist.world_size, dist.enabled, dist.is_main) == (3, 1, 4, True, False)
+
+
+def test_attention_shape_reads_the_blocks():
+    assert attention_shape(CharGPT(40, 8, d_model=48, n_layers=3, n_heads=4)) == (3, 4, 12)
+    assert attention_shape(torch.nn.Linear(2, 2)) is None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The loop (CPU, fp32, a tiny model on a learnable Markov chain)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return make_shards(tmp_path_factory.mktemp("shards"))
+
+
+def test_training_lowers_the_loss_and_logs_each_step(shards):
+    records = train(tiny_model(), config(shards, max_steps=30, eval_interval=10, eval_batches=4))
+    losses, evals = train_losses(records), [r["val_loss"] for r in records if r["kind"] == "eval"]
+    assert len(losses) == 30 and [r["step"] for r in records if r["kind"] == "eval"] == [0, 10, 20, 30]
+    assert evals[0] > math.log(32) - 0.3 and evals[-1] < evals[0] - 1.0, evals
+    step = next(r for r in records if r["kind"] == "train")
+    assert step["tokens_per_s"] > 0 and step["mfu"] is None and step["lr"] == cosine_lr(0, 3e-3, 3e-4, 2, 30)
+
+
+def test_accumulation_equals_one_big_batch(shards):
+    """Two micro-batches of 2 rows with loss/2 each = one batch of 4 rows: the same tokens, the same mean."""
+    big = train(tiny_model(), config(shards, micro_batch_size=4))
+    accumulated = train(tiny_model(), config(shards, micro_batch_size=2, total_batch_tokens=4 * 16))
+    assert train_losses(accumulated) == pytest.approx(train_losses(big), rel=1e-5)
+    wrong = train(tiny_model(), config(shards, micro_batch_size=2))  # half the tokens per step
+    assert train_losses(wrong)[1:] != pytest.approx(train_losses(big)[1:], rel=1e-5)
+
+
+def test_clipping_bounds_the_update(shards):
+    tight = train(tiny_model(), config(shards, grad_clip=1e-3, max_steps=3))
+    loose = train(tiny_model(), config(shards, grad_clip=0.0, max_steps=3))
+    assert train_losses(tight)[0] == train_losses(loose)[0]  # the first loss comes before any update
+    assert train_losses(tight)[2] != train_losses(loose)[2]
+
+
+class Crash(Exception):
+    pass
+
+
+def _crash_at(step):
+    def on_log(record):
+        if record["kind"] == "train" and record["step"] == step:
+            raise Crash
+
+    return on_log
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.2])
+def test_resume_after_a_crash_continues_exactly(shards, tmp_path, dropout):
+    settings = {"max_steps": 10, "checkpoint_interval": 4, "checkpoint_path": str(tmp_path / "ck.pt")}
+    straight = train_losses(train(tiny_model(dropout=dropout), config(shards, **settings | {"checkpoint_path": None})))
+    with pytest.raises(Crash):  # crashes during step 6, two steps after the checkpoint of step 4
+        train(tiny_model(dropout=dropout), config(shards, **settings), on_log=_crash_at(6))
+    assert load_checkpoint(tmp_path / "ck.pt")["step"] == 4
+    resumed = train(tiny_model(seed=99, dropout=dropout), config(shards, **settings), resume=True)
+    assert resumed[0] == {"kind": "resume", "step": 4, "path": str(tmp_path / "ck.pt")}
+    assert train_losses(resumed) == straight[4:]  # bit for bit
+
+
+def test_resume_without_the_rng_state_differs_with_dropout(shards, tmp_path, monkeypatch):
+    """The test above can fail: skipping one piece of the state (dropout's generator) changes the losses."""
+    settings = {"max_steps": 8, "checkpoint_interval": 4, "checkpoint_path": str(tmp_path / "ck.pt")}
+    straight = train_losses(train(tiny_model(dropout=0.2), config(shards, **settings)))
+    (tmp_path / "ck.pt").unlink()
+    with pytest.raises(Crash):
+        train(tiny_model(dropout=0.2), config(shards, **settings), on_log=_crash_at(5))
+    monkeypatch.setattr("course_lib.train.set_rng_state", lambda state: None)
+    resumed = train(tiny_model(dropout=0.2), config(shards, **settings), resume=True)
+    assert train_losses(resumed)[0] != straight[4]
+
+
+def test_resume_refuses_changed_settings(shards, tmp_path):
+    path = str(tmp_path / "ck.pt")
+    train(tiny_model(), config(shards, max_steps=4, checkpoint_path=path))
+    with pytest.raises(ValueError, match="cannot resume exactly.*micro_batch_size: 4 -> 2"):
+        train(tiny_model(), config(shards, max_steps=4, micro_batch_size=2, checkpoint_path=path), resume=True)
+
+
+def test_time_budget_stops_with_a_checkpoint(shards, tmp_path):
+    path = tmp_path / "ck.pt"
+    records = train(tiny_model(), config(shards, max_time_s=0.0, checkpoint_path=str(path)))
+    assert [r["kind"] for r in records] == ["stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
+
+
+def test_config_is_checked(shards):
+    with pytest.raises(ValueError, match="warmup_steps"):
+        config(shards, warmup_steps=8)
+    with pytest.raises(ValueError, match="precision"):
+        config(shards, precision="fp8")
+    with pytest.raises(ValueError, match="total_batch_tokens"):
+        train(tiny_model(), config(shards, total_batch_tokens=100))
