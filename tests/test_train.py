@@ -153,9 +153,11 @@ def test_weight_decay_only_on_matrices():
     model = CharGPT(40, 8, d_model=16, n_layers=1, n_heads=2)
     decay, no_decay = train_setup.parameter_groups(model, 0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
-    assert {id(p) for p in decay["params"]} == {
-        id(p) for n, p in model.named_parameters() if n.endswith("weight") and p.dim() == 2
-    }
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert {"token_embedding.weight", "position_embedding.weight", "lm_head.weight"} <= decayed
+    assert {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"} <= decayed
+    assert not any(n.endswith("bias") or ".ln" in n or n.startswith("ln_f") for n in decayed), decayed
     assert all(p.dim() == 1 for p in no_decay["params"])  # biases and LayerNorm gains
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
 
