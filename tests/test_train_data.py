@@ -1,0 +1,109 @@
+"""course_lib.train_data: uint16 shards written and read back, batches in order, resumable position."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib.data import gpt2_encoding, load_text
+from course_lib.train_data import HEADER, ShardLoader, prepare_documents, prepare_tiny_shakespeare, write_shards
+
+
+@pytest.fixture
+def stream():
+    return np.arange(1000) % 300  # ids 0..299, so each position is recognisable
+
+
+def test_shards_hold_the_stream_in_order_as_uint16(tmp_path, stream):
+    header = write_shards(
+        {"train": [stream[:400], stream[400:]], "val": [stream[:50]]}, tmp_path, 300, shard_tokens=300
+    )
+    assert [s["tokens"] for s in header["splits"]["train"]] == [300, 300, 300, 100]
+    assert json.loads((tmp_path / HEADER).read_text()) == header
+    read = np.concatenate([np.fromfile(tmp_path / s["file"], dtype="<u2") for s in header["splits"]["train"]])
+    assert (tmp_path / "train_000000.bin").stat().st_size == 600  # two bytes a token
+    assert np.array_equal(read, stream)
+
+
+def test_loader_batches_follow_the_stream_and_targets_are_shifted(tmp_path, stream):
+    write_shards({"train": [stream]}, tmp_path, 300, shard_tokens=500)
+    loader = ShardLoader(tmp_path, "train", batch_size=2, seq_len=8)
+    x, y = loader.next_batch()
+    assert x.dtype == torch.int64 and x.shape == (2, 8)
+    assert x.flatten().tolist() == list(range(16)) and y.flatten().tolist() == list(range(1, 17))
+    x, _ = loader.next_batch()
+    assert x[0, 0] == 16
+    batches = [loader.next_batch()[0] for _ in range(29)]  # 31 batches of 16 tokens: the next would not fit
+    assert batches[-1][0, 0] == stream[30 * 16] and loader.shard == 1 and loader.position == 0
+    x, _ = loader.next_batch()
+    assert x[0, 0] == stream[500]  # the second shard starts where the first ended
+
+
+def test_ranks_read_consecutive_blocks_of_one_big_batch(tmp_path, stream):
+    write_shards({"train": [stream]}, tmp_path, 300)
+    one = ShardLoader(tmp_path, "train", batch_size=4, seq_len=8)
+    ranks = [ShardLoader(tmp_path, "train", batch_size=2, seq_len=8, rank=r, world_size=2) for r in range(2)]
+    for _ in range(3):
+        x, y = one.next_batch()
+        parts = [loader.next_batch() for loader in ranks]
+        assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(torch.cat([p[1] for p in parts]), y)
+
+
+def test_loader_position_is_saved_and_restored(tmp_path, stream):
+    write_shards({"train": [stream]}, tmp_path, 300, shard_tokens=200)
+    loader = ShardLoader(tmp_path, "train", batch_size=2, seq_len=8)
+    for _ in range(13):
+        loader.next_batch()
+    state = loader.state_dict()
+    expected = [loader.next_batch()[0] for _ in range(60)]
+    other = ShardLoader(tmp_path, "train", batch_size=2, seq_len=8)
+    other.load_state_dict(state)
+    assert all(torch.equal(a, other.next_batch()[0]) for a in expected)
+    assert loader.epoch == other.epoch == 1  # 12 batches fit in each of the 5 shards: 73 batches wrapped once
+
+
+def test_damaged_or_missing_data_is_reported(tmp_path, stream):
+    with pytest.raises(FileNotFoundError, match="not a prepared shard directory"):
+        ShardLoader(tmp_path, "train", 2, 8)
+    write_shards({"train": [stream]}, tmp_path, 300)
+    with open(tmp_path / "train_000000.bin", "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ValueError, match="train_000000.bin .* has 100 bytes, expected 2000"):
+        ShardLoader(tmp_path, "train", 2, 8)
+    with pytest.raises(ValueError, match="fit uint16"):
+        write_shards({"train": [stream]}, tmp_path, 70000)
+    with pytest.raises(ValueError, match="token ids must lie in 0..99"):
+        write_shards({"train": [stream]}, tmp_path, 100)
+    write_shards({"train": [stream[:20]]}, tmp_path, 300)
+    with pytest.raises(ValueError, match="fewer than one step needs"):
+        ShardLoader(tmp_path, "train", 2, 16)
+    with pytest.raises(ValueError, match="`split` must be one of"):
+        ShardLoader(tmp_path, "val", 1, 4)
+
+
+def test_documents_start_with_end_of_text_and_val_comes_first(tmp_path):
+    encoding = gpt2_encoding()
+    documents = ["The first document.", "A second one, a little longer than the first.", "Third."]
+    header = prepare_documents(iter(documents), tmp_path, val_tokens=6, shard_tokens=10)
+    tokens = {
+        split: np.concatenate([np.fromfile(tmp_path / s["file"], dtype=np.uint16) for s in shards]).tolist()
+        for split, shards in header["splits"].items()
+    }
+    expected = [t for d in documents for t in [encoding.eot_token, *encoding.encode_ordinary(d)]]
+    assert tokens["val"] == expected[:6] and tokens["train"] == expected[6:]
+    assert header["vocab_size"] == 50257 and header["eot_token"] == 50256
+    with pytest.raises(ValueError, match="only 5 tokens, not more than val_tokens=6"):
+        prepare_documents(iter(["The first document."]), tmp_path, val_tokens=6)
+
+
+def test_tiny_shakespeare_shards_decode_to_the_text(tmp_path):
+    header = prepare_tiny_shakespeare(tmp_path)
+    text, encoding = load_text("tinyshakespeare.txt"), gpt2_encoding()
+    train = np.fromfile(tmp_path / header["splits"]["train"][0]["file"], dtype=np.uint16)
+    val = np.fromfile(tmp_path / header["splits"]["val"][0]["file"], dtype=np.uint16)
+    assert train[0] == val[0] == encoding.eot_token
+    assert encoding.decode(train[1:].tolist()) + encoding.decode(val[1:].tolist()) == text
+    assert len(val) / (len(train) + len(val)) == pytest.approx(0.1, abs=0.01)
