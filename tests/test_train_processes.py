@@ -1,0 +1,112 @@
+"""The training loop across processes, for real: SIGKILL mid-run and resume, torchrun + DDP with 2 CPU processes
+(gloo), Lightning's Trainer with the same module, and the command line.
+
+Each test starts Python processes (a few seconds each on a 2-core machine), so the module is one xdist group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib.train import train
+from tests.train_helpers import config, make_shards, tiny_model, train_losses
+
+pytestmark = pytest.mark.xdist_group("train-processes")
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIVER = ROOT / "tests" / "train_driver.py"
+ENV = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    return make_shards(tmp_path_factory.mktemp("shards"))
+
+
+def _driver(*args: object) -> subprocess.Popen:
+    command = [sys.executable, str(DRIVER), *map(str, args)]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def _records(output: str) -> list[dict]:
+    return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+
+
+def _finish(process: subprocess.Popen) -> str:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-3000:]
+    return out
+
+
+def test_sigkill_mid_run_then_resume_continues_exactly(shards, tmp_path):
+    (tmp_path / "straight").mkdir()
+    (tmp_path / "killed").mkdir()
+    straight = _driver("loop", shards, tmp_path / "straight")
+    killed = _driver("loop", shards, tmp_path / "killed", "--pause-at", 6)
+    lines = []
+    for line in killed.stdout:  # checkpoint after step 3 (next step 4), then steps 4, 5, 6 that are lost
+        lines.append(line)
+        if line.startswith("PAUSED"):
+            break
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=30)
+    assert killed.returncode == -signal.SIGKILL
+    before_kill = _records("".join(lines))
+    assert {"kind": "checkpoint", "step": 4, "path": str(tmp_path / "killed" / "ck.pt")} in before_kill
+    assert [p.name for p in (tmp_path / "killed").iterdir()] == ["ck.pt"]  # no temporary file left
+
+    resumed_records = _records(_finish(_driver("loop", shards, tmp_path / "killed", "--resume")))
+    straight_losses = train_losses(_records(_finish(straight)))
+    assert len(straight_losses) == 12
+    assert train_losses(before_kill) == straight_losses[:7]
+    assert resumed_records[0]["kind"] == "resume" and resumed_records[0]["step"] == 4
+    assert train_losses(resumed_records) == straight_losses[4:]  # bit for bit, dropout included
+    final = [torch.load(tmp_path / run / "rank0.pt") for run in ("straight", "killed")]
+    assert all(torch.equal(final[0]["params"][n], final[1]["params"][n]) for n in final[0]["params"])
+
+
+def _single_process_reference(shards: Path, out: Path, **settings) -> dict:
+    """The run that 2 processes should reproduce: one process, twice the accumulation, same tokens."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model = tiny_model(dropout=0.0)
+        cfg = config(shards, max_steps=3, grad_clip=0.0, checkpoint_path=str(out / "single.pt"), **settings)
+        losses = train_losses(train(model, cfg))
+    finally:
+        torch.set_num_threads(threads)
+    return {"model": model, "losses": losses}
+
+
+def _assert_same_run(reference: dict, other: dict) -> None:
+    """Same losses at every step and the same gradients after the last one. (Not the parameters themselves:
+    some gradients are ~0 up to rounding, e.g. the key biases, which softmax ignores; Adam divides them by
+    their own size, so rounding noise becomes a full +-lr step there. The losses show the weights agree.)"""
+    model = reference["model"]
+    assert other["losses"] == pytest.approx(reference["losses"], rel=1e-5, abs=1e-6)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(other["grads"][name], p.grad, rtol=1e-4, atol=1e-6, msg=f"gradient of {name}")
+
+
+def test_torchrun_ddp_with_two_cpu_processes_equals_one_process(shards, tmp_path):
+    """2 ranks x 2 micro-batches of 2 rows (no_sync on the first) = 1 process x 4 micro-batches of 2 rows."""
+    tokens = 2 * 16 * 2 * 2
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(DRIVER)]
+    command += ["loop", str(shards), str(tmp_path), "--dropout", "0", "--batch", "2", "--total-tokens", str(tokens)]
+    command += ["--max-steps", "3"]
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    for name in ranks[0]["grads"]:  # DDP all-reduced the gradients: both ranks hold the same average
+        assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), name
+    reference = _single_process_reference(shards, tmp_path, micro_batch_size=2, total_batch_tokens=tokens)
+    ddp_losses = train_losses(_records(result.stdout))
+    _assert_same_run(reference, ranks[0] | {"losses": ddp_losses})
