@@ -73,40 +73,51 @@ def test_sigkill_mid_run_then_resume_continues_exactly(shards, tmp_path):
     assert all(torch.equal(final[0]["params"][n], final[1]["params"][n]) for n in final[0]["params"])
 
 
-def _single_process_reference(shards: Path, out: Path, **settings) -> dict:
-    """The run that 2 processes should reproduce: one process, twice the accumulation, same tokens."""
+# The run that 2 processes must reproduce: 2 ranks x 2 micro-batches of 2 rows (DDP's no_sync on the first)
+# = 1 process x 4 micro-batches of 2 rows: the same tokens, the same mean loss, the same gradients.
+TWO_RANKS = ["--dropout", "0", "--batch", "2", "--total-tokens", str(2 * 16 * 2 * 2), "--max-steps", "3"]
+TWO_RANKS += ["--clip", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def one_process(shards):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         model = tiny_model(dropout=0.0)
-        cfg = config(shards, max_steps=3, grad_clip=0.0, checkpoint_path=str(out / "single.pt"), **settings)
+        cfg = config(shards, max_steps=3, grad_clip=0.5, micro_batch_size=2, total_batch_tokens=2 * 16 * 2 * 2)
         losses = train_losses(train(model, cfg))
     finally:
         torch.set_num_threads(threads)
     return {"model": model, "losses": losses}
 
 
-def _assert_same_run(reference: dict, other: dict) -> None:
-    """Same losses at every step and the same gradients after the last one. (Not the parameters themselves:
-    some gradients are ~0 up to rounding, e.g. the key biases, which softmax ignores; Adam divides them by
-    their own size, so rounding noise becomes a full +-lr step there. The losses show the weights agree.)"""
-    model = reference["model"]
-    assert other["losses"] == pytest.approx(reference["losses"], rel=1e-5, abs=1e-6)
-    for name, p in model.named_parameters():
-        torch.testing.assert_close(other["grads"][name], p.grad, rtol=1e-4, atol=1e-6, msg=f"gradient of {name}")
+def _assert_same_run(reference: dict, ranks: list[dict], losses: list[float]) -> None:
+    """Same losses at every step; after the last, both ranks hold the same gradients, those of one process.
+    (Not the parameters: some gradients are ~0 up to rounding, e.g. the key biases, which softmax ignores;
+    Adam divides them by their own size, so rounding noise becomes a full +-lr step there. The equal
+    losses show that the weights agree.)"""
+    assert losses == pytest.approx(reference["losses"], rel=1e-5, abs=1e-6)
+    for name, p in reference["model"].named_parameters():
+        assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), f"ranks differ in {name}"
+        torch.testing.assert_close(ranks[0]["grads"][name], p.grad, rtol=1e-4, atol=1e-6, msg=f"gradient of {name}")
 
 
-def test_torchrun_ddp_with_two_cpu_processes_equals_one_process(shards, tmp_path):
-    """2 ranks x 2 micro-batches of 2 rows (no_sync on the first) = 1 process x 4 micro-batches of 2 rows."""
-    tokens = 2 * 16 * 2 * 2
+def test_torchrun_ddp_with_two_cpu_processes_equals_one_process(shards, tmp_path, one_process):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(DRIVER)]
-    command += ["loop", str(shards), str(tmp_path), "--dropout", "0", "--batch", "2", "--total-tokens", str(tokens)]
-    command += ["--max-steps", "3"]
+    command += ["loop", str(shards), str(tmp_path), *TWO_RANKS]
     result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
-    for name in ranks[0]["grads"]:  # DDP all-reduced the gradients: both ranks hold the same average
-        assert torch.equal(ranks[0]["grads"][name], ranks[1]["grads"][name]), name
-    reference = _single_process_reference(shards, tmp_path, micro_batch_size=2, total_batch_tokens=tokens)
-    ddp_losses = train_losses(_records(result.stdout))
-    _assert_same_run(reference, ranks[0] | {"losses": ddp_losses})
+    _assert_same_run(one_process, ranks, train_losses(_records(result.stdout)))
+
+
+def test_lightning_ddp_with_two_cpu_processes_equals_our_loop(shards, tmp_path, one_process):
+    """The same module in Lightning's Trainer (strategy "ddp", 2 CPU processes, gloo): our loop's losses."""
+    command = [sys.executable, str(DRIVER), "lightning", str(shards), str(tmp_path), "2", *TWO_RANKS]
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
+    micro = [ranks[r]["losses"][i : i + 2] for i in range(0, 6, 2) for r in (0, 1)]  # per step: r0 x2, r1 x2
+    losses = [sum(micro[2 * s] + micro[2 * s + 1]) / 4 for s in range(3)]
+    _assert_same_run(one_process, ranks, losses)

@@ -46,10 +46,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--total-tokens", type=int)
     parser.add_argument("--max-steps", type=int, default=SETTINGS["max_steps"])
+    parser.add_argument("--clip", type=float, default=SETTINGS["grad_clip"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     settings = SETTINGS | {"micro_batch_size": args.batch, "total_batch_tokens": args.total_tokens}
-    settings |= {"max_steps": args.max_steps}
+    settings |= {"max_steps": args.max_steps, "grad_clip": args.clip}
     cfg = config(args.data, checkpoint_path=str(args.out / "ck.pt"), **settings)
     model = tiny_model(dropout=args.dropout)
 
