@@ -133,19 +133,21 @@ def load_hf_state_dict(model: GPT2, state_dict: dict[str, Tensor]) -> GPT2:
             f"state_dict does not fit a {model.config.n_layers}-layer GPT-2: missing {missing[:5]}"
             f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
         )
+    if head is not None and not torch.equal(head, theirs["wte.weight"]):
+        raise ValueError("lm_head.weight differs from transformer.wte.weight; the course's GPT2 ties them")
     ours = model.state_dict()
     V = model.config.vocab_size
+    pairs = []  # (source, target): every shape is checked before anything is written
     for our_name, hf_name, transposed in names:
         source = theirs[hf_name].t() if transposed else theirs[hf_name]
         target = ours[our_name][:V] if our_name == "tok_emb.weight" else ours[our_name]
         if source.shape != target.shape:
-            raise ValueError(
-                f"{hf_name} has shape {tuple(theirs[hf_name].shape)}; {our_name} needs "
-                f"{tuple(target.shape)}{' (transposed)' if transposed else ''}"
-            )
-        target.copy_(source)
-    if head is not None and not torch.equal(head, theirs["wte.weight"]):
-        raise ValueError("lm_head.weight differs from transformer.wte.weight; the course's GPT2 ties them")
+            wanted = tuple(target.shape)[::-1] if transposed else tuple(target.shape)
+            why = f"Conv1D: the transpose of {our_name}'s {tuple(target.shape)}" if transposed else f"for {our_name}"
+            raise ValueError(f"{hf_name} has shape {tuple(theirs[hf_name].shape)} but must be {wanted} ({why})")
+        pairs.append((source, target))
+    for source, target in pairs:
+        target.copy_(source)  # state_dict tensors share the parameters' storage
     return model
 
 
