@@ -1,0 +1,198 @@
+"""OpenAI's GPT-2 weights in the course's GPT2, and back (Lesson 10).
+
+    config_from_hf        our GPT2Config from a Hugging Face `transformers.GPT2Config` (refuses variants we lack)
+    hf_config_from        the Hugging Face config for one of our models
+    load_hf_state_dict    copy a Hugging Face GPT-2 state dict into our model (in place)
+    to_hf_state_dict      our model's weights under Hugging Face's names and layouts
+    from_hf_model         a Hugging Face GPT2LMHeadModel -> our GPT2 computing the same logits
+    to_hf_model           our GPT2 -> a Hugging Face GPT2LMHeadModel computing the same logits
+    from_pretrained       download ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl") and convert
+
+The one trap: Hugging Face keeps OpenAI's original TensorFlow layout, a `Conv1D` module whose weight is
+(in_features, out_features) and computes x @ W + b; nn.Linear stores (out_features, in_features) and computes
+x @ Wᵀ + b. So the four matrices of every block (c_attn, c_proj, c_fc, mlp.c_proj) are transposed on the way in
+and on the way out; embeddings, LayerNorms and biases are copied as they are. The name table is in
+`course_lib.gpt2`'s docstring. `transformers` is imported only by the functions that need a Hugging Face model.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from course_lib import _checks
+from course_lib.gpt2 import GPT2, GPT2Config
+
+__all__ = [
+    "config_from_hf",
+    "hf_config_from",
+    "load_hf_state_dict",
+    "to_hf_state_dict",
+    "from_hf_model",
+    "to_hf_model",
+    "from_pretrained",
+    "PRETRAINED",
+]
+
+PRETRAINED = ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")  # OpenAI's four sizes on the Hugging Face Hub
+
+# (our name in block i, Hugging Face's name in block i, stored transposed by Conv1D)
+_BLOCK_NAMES = (
+    ("ln1.weight", "ln_1.weight", False),
+    ("ln1.bias", "ln_1.bias", False),
+    ("attn.qkv.weight", "attn.c_attn.weight", True),
+    ("attn.qkv.bias", "attn.c_attn.bias", False),
+    ("attn.out_proj.weight", "attn.c_proj.weight", True),
+    ("attn.out_proj.bias", "attn.c_proj.bias", False),
+    ("ln2.weight", "ln_2.weight", False),
+    ("ln2.bias", "ln_2.bias", False),
+    ("mlp.fc1.weight", "mlp.c_fc.weight", True),
+    ("mlp.fc1.bias", "mlp.c_fc.bias", False),
+    ("mlp.fc2.weight", "mlp.c_proj.weight", True),
+    ("mlp.fc2.bias", "mlp.c_proj.bias", False),
+)
+# Buffers of older Hugging Face checkpoints (the causal mask, stored as a tensor): not weights, skipped.
+_IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+
+
+def _name_map(n_layers: int) -> list[tuple[str, str, bool]]:
+    """(ours, Hugging Face's without the 'transformer.' prefix, transposed) for every weight except the head."""
+    names = [("tok_emb.weight", "wte.weight", False), ("pos_emb.weight", "wpe.weight", False)]
+    for i in range(n_layers):
+        names += [(f"blocks.{i}.{ours}", f"h.{i}.{theirs}", t) for ours, theirs, t in _BLOCK_NAMES]
+    return names + [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]
+
+
+def config_from_hf(hf_config: Any, **overrides: object) -> GPT2Config:
+    """Our GPT2Config for a Hugging Face GPT2Config, refusing options our model does not implement."""
+    unsupported = {
+        "activation_function": ("gelu_new", "gelu_pytorch_tanh"),  # both are GELU's tanh approximation
+        "scale_attn_weights": (True,),
+        "scale_attn_by_inverse_layer_idx": (False,),
+        "reorder_and_upcast_attn": (False,),
+        "layer_norm_epsilon": (1e-5,),  # nn.LayerNorm's default, which lesson 06's blocks use
+        "tie_word_embeddings": (True,),
+    }
+    for field, allowed in unsupported.items():
+        value = getattr(hf_config, field, allowed[0])
+        if value not in allowed:
+            raise ValueError(f"hf_config.{field} is {value!r}; the course's GPT2 supports only {allowed}")
+    if getattr(hf_config, "n_inner", None) not in (None, 4 * hf_config.n_embd):
+        raise ValueError(f"hf_config.n_inner is {hf_config.n_inner}; the course's GPT2 uses 4 * n_embd")
+    sizes = dict(
+        vocab_size=hf_config.vocab_size,
+        context_length=hf_config.n_positions,
+        n_layers=hf_config.n_layer,
+        n_heads=hf_config.n_head,
+        d_model=hf_config.n_embd,
+    )
+    return GPT2Config(**{**sizes, **overrides})
+
+
+def hf_config_from(config: GPT2Config) -> Any:
+    """A `transformers.GPT2Config` with our sizes and dropout (Hugging Face's three dropouts all set to it)."""
+    _checks.instance("config", config, GPT2Config, "a GPT2Config")
+    from transformers import GPT2Config as HFConfig
+
+    p = config.dropout
+    return HFConfig(
+        vocab_size=config.vocab_size,
+        n_positions=config.context_length,
+        n_embd=config.d_model,
+        n_layer=config.n_layers,
+        n_head=config.n_heads,
+        activation_function="gelu_new",
+        resid_pdrop=p,
+        embd_pdrop=p,
+        attn_pdrop=p,
+        layer_norm_epsilon=1e-5,
+        bos_token_id=config.vocab_size - 1,  # GPT-2's <|endoftext|> is its last id
+        eos_token_id=config.vocab_size - 1,
+    )
+
+
+@torch.no_grad()
+def load_hf_state_dict(model: GPT2, state_dict: dict[str, Tensor]) -> GPT2:
+    """Copy a Hugging Face GPT-2 state dict (GPT2LMHeadModel's, or GPT2Model's without the 'transformer.'
+    prefix) into `model`, transposing the Conv1D matrices. Every weight must be present and of the right shape;
+    with vocabulary padding only the first vocab_size rows of the token table are written. Returns `model`."""
+    _checks.instance("model", model, GPT2, "a course_lib.gpt2.GPT2")
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"state_dict must be a dict of tensors, got {type(state_dict).__name__}")
+    theirs = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
+    head = theirs.pop("lm_head.weight", None)
+    names = _name_map(model.config.n_layers)
+    expected = {hf for _, hf, _ in names}
+    missing = sorted(expected - theirs.keys())
+    unexpected = sorted(k for k in theirs.keys() - expected if not _IGNORED.match(k))
+    if missing or unexpected:
+        raise ValueError(
+            f"state_dict does not fit a {model.config.n_layers}-layer GPT-2: missing {missing[:5]}"
+            f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
+        )
+    if head is not None and not torch.equal(head, theirs["wte.weight"]):
+        raise ValueError("lm_head.weight differs from transformer.wte.weight; the course's GPT2 ties them")
+    ours = model.state_dict()
+    V = model.config.vocab_size
+    pairs = []  # (source, target): every shape is checked before anything is written
+    for our_name, hf_name, transposed in names:
+        source = theirs[hf_name].t() if transposed else theirs[hf_name]
+        target = ours[our_name][:V] if our_name == "tok_emb.weight" else ours[our_name]
+        if source.shape != target.shape:
+            wanted = tuple(target.shape)[::-1] if transposed else tuple(target.shape)
+            why = f"Conv1D: the transpose of {our_name}'s {tuple(target.shape)}" if transposed else f"for {our_name}"
+            raise ValueError(f"{hf_name} has shape {tuple(theirs[hf_name].shape)} but must be {wanted} ({why})")
+        pairs.append((source, target))
+    for source, target in pairs:
+        target.copy_(source)  # state_dict tensors share the parameters' storage
+    return model
+
+
+@torch.no_grad()
+def to_hf_state_dict(model: GPT2) -> dict[str, Tensor]:
+    """Our weights under GPT2LMHeadModel's names, Conv1D matrices transposed back, padding rows dropped.
+    New tensors (contiguous copies), so changing them leaves `model` alone."""
+    _checks.instance("model", model, GPT2, "a course_lib.gpt2.GPT2")
+    ours = model.state_dict()
+    V = model.config.vocab_size
+    out: dict[str, Tensor] = {}
+    for our_name, hf_name, transposed in _name_map(model.config.n_layers):
+        tensor = ours[our_name][:V] if our_name == "tok_emb.weight" else ours[our_name]
+        out[f"transformer.{hf_name}"] = (tensor.t() if transposed else tensor).contiguous().clone()
+    out["lm_head.weight"] = out["transformer.wte.weight"]  # tied, as in Hugging Face's model
+    return out
+
+
+def from_hf_model(hf_model: Any, **overrides: object) -> GPT2:
+    """Our GPT2 with the weights of a Hugging Face GPT2LMHeadModel (overrides: e.g. use_sdpa=True, dropout)."""
+    model = GPT2(config_from_hf(hf_model.config, **overrides))
+    return load_hf_state_dict(model, hf_model.state_dict())
+
+
+def to_hf_model(model: GPT2) -> Any:
+    """A Hugging Face GPT2LMHeadModel (in eval mode) with our model's weights."""
+    from transformers import GPT2LMHeadModel
+
+    hf_model = GPT2LMHeadModel(hf_config_from(model.config))
+    result = hf_model.load_state_dict(to_hf_state_dict(model), strict=False)
+    # Only the non-persistent causal-mask buffers of some versions may be left out.
+    missing = [k for k in result.missing_keys if not k.endswith((".attn.bias", ".attn.masked_bias"))]
+    if missing or result.unexpected_keys:
+        unexpected = result.unexpected_keys
+        raise RuntimeError(f"export did not fit GPT2LMHeadModel: missing {missing}, unexpected {unexpected}")
+    return hf_model.eval()
+
+
+def from_pretrained(name: str = "gpt2", **overrides: object) -> GPT2:
+    """OpenAI's GPT-2 `name` (one of PRETRAINED) from the Hugging Face Hub, as our GPT2 in eval mode.
+
+    Needs `transformers` and the internet (or a filled Hugging Face cache); the download of "gpt2" is ~550 MB.
+    """
+    _checks.one_of("name", name, PRETRAINED)
+    from transformers import GPT2LMHeadModel
+
+    hf_model = GPT2LMHeadModel.from_pretrained(name)
+    return from_hf_model(hf_model, **overrides).eval()

@@ -1,0 +1,188 @@
+"""course_lib.gpt2_weights against Hugging Face's GPT2LMHeadModel: same weights, same logits, both directions."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+import torch
+from transformers import GPT2Config as HFConfig
+from transformers import GPT2LMHeadModel
+
+from course_lib.generate import generate
+from course_lib.gpt2 import GPT2, GPT2Config
+from course_lib.gpt2_weights import (
+    config_from_hf,
+    from_hf_model,
+    from_pretrained,
+    load_hf_state_dict,
+    to_hf_model,
+    to_hf_state_dict,
+)
+
+
+def _hf_model(seed: int = 0, **sizes) -> GPT2LMHeadModel:
+    sizes = {"vocab_size": 97, "n_positions": 32, "n_embd": 16, "n_layer": 2, "n_head": 2, **sizes}
+    torch.manual_seed(seed)
+    config = HFConfig(**sizes, bos_token_id=sizes["vocab_size"] - 1, eos_token_id=sizes["vocab_size"] - 1)
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # Hugging Face starts biases and LayerNorms at 0 and 1: make them matter
+        for name, p in model.named_parameters():
+            if name.endswith("bias") or ".ln_" in name:
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
+def _logits(model, idx: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        out = model(idx)
+    return out[0] if isinstance(out, tuple) else out.logits
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+@pytest.mark.parametrize("pad_vocab_multiple", [1, 64])
+def test_loaded_model_gives_hugging_faces_logits(use_sdpa, pad_vocab_multiple):
+    hf = _hf_model()
+    ours = from_hf_model(hf, use_sdpa=use_sdpa, pad_vocab_multiple=pad_vocab_multiple).eval()
+    idx = torch.randint(0, 97, (3, 32))
+    expected = _logits(hf, idx)
+    assert torch.allclose(_logits(ours, idx), expected, atol=1e-5, rtol=0)
+
+
+def test_gpt2_small_sized_model_gives_hugging_faces_logits(record_property):
+    # The full 124M configuration, randomly initialised (the Hub is not needed): every weight of every size.
+    torch.set_num_threads(1)
+    hf = _hf_model(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
+    ours = from_hf_model(hf).eval()
+    assert ours.config == GPT2Config.small()
+    idx = torch.randint(0, 50257, (1, 48))
+    error = (_logits(ours, idx) - _logits(hf, idx)).abs().max().item()
+    record_property("max_abs_logit_error_gpt2_small", error)
+    print(f"GPT-2 small config, random weights, 48 tokens: max |logit difference| = {error:.2e}")
+    assert error < 1e-4
+
+
+def test_export_round_trips_exactly_and_builds_an_equal_hugging_face_model():
+    hf = _hf_model()
+    ours = from_hf_model(hf, pad_vocab_multiple=64)
+    exported = to_hf_state_dict(ours)
+    original = hf.state_dict()
+    assert set(exported) <= set(original)
+    assert all(torch.equal(exported[k], original[k]) for k in exported)
+    rebuilt = to_hf_model(ours)
+    idx = torch.randint(0, 97, (2, 20))
+    assert torch.equal(_logits(rebuilt, idx), _logits(hf, idx))
+
+
+def test_exported_tensors_are_copies():
+    ours = from_hf_model(_hf_model())
+    exported = to_hf_state_dict(ours)
+    exported["transformer.h.0.attn.c_attn.weight"].zero_()
+    assert ours.blocks[0].attn.qkv.weight.abs().sum() > 0
+
+
+def test_conv1d_weights_are_transposed():
+    hf = _hf_model()
+    ours = from_hf_model(hf)
+    c_attn = hf.transformer.h[1].attn.c_attn.weight  # (in, 3 out)
+    assert c_attn.shape == (16, 48) and ours.blocks[1].attn.qkv.weight.shape == (48, 16)
+    assert torch.equal(ours.blocks[1].attn.qkv.weight, c_attn.t())
+
+
+def test_greedy_generation_matches_hugging_faces_generate():
+    # An independent reference for the KV cache too: Hugging Face's generate uses its own cache.
+    hf = _hf_model(seed=1)
+    ours = from_hf_model(hf)
+    prompt = torch.randint(0, 96, (2, 6))
+    theirs = hf.generate(
+        prompt,
+        attention_mask=torch.ones_like(prompt),
+        max_new_tokens=20,
+        do_sample=False,
+        pad_token_id=96,
+        eos_token_id=None,
+    )
+    assert torch.equal(generate(ours, prompt, 20, greedy=True), theirs)
+
+
+def test_missing_or_unexpected_keys_are_named():
+    state = _hf_model().state_dict()
+    del state["transformer.h.1.mlp.c_fc.bias"]
+    state["transformer.h.1.attn.c_attn.extra"] = torch.zeros(1)
+    with pytest.raises(ValueError, match=r"missing \['h.1.mlp.c_fc.bias'\], unexpected \['h.1.attn.c_attn.extra'\]"):
+        load_hf_state_dict(GPT2(GPT2Config.tiny()), state)
+
+
+def test_wrong_shapes_and_untied_heads_are_refused():
+    state = _hf_model().state_dict()
+    narrow = GPT2(GPT2Config.tiny(d_model=32))
+    before = {k: v.clone() for k, v in narrow.state_dict().items()}
+    with pytest.raises(
+        ValueError, match=r"wte.weight has shape \(97, 16\) but must be \(97, 32\) \(for tok_emb.weight\)"
+    ):
+        load_hf_state_dict(narrow, state)
+    assert all(torch.equal(v, before[k]) for k, v in narrow.state_dict().items())  # nothing half-loaded
+    state32 = _hf_model(n_embd=32).state_dict()
+    state32["transformer.h.1.attn.c_attn.weight"] = state32["transformer.h.1.attn.c_attn.weight"].t()
+    with pytest.raises(
+        ValueError, match=r"c_attn.weight has shape \(96, 32\) but must be \(32, 96\) \(Conv1D: the transpose"
+    ):
+        load_hf_state_dict(narrow, state32)
+    state["lm_head.weight"] = state["lm_head.weight"] + 1.0
+    with pytest.raises(ValueError, match="ties them"):
+        load_hf_state_dict(GPT2(GPT2Config.tiny()), state)
+    with pytest.raises(TypeError, match="state_dict"):
+        load_hf_state_dict(GPT2(GPT2Config.tiny()), [1, 2])
+
+
+def test_old_checkpoints_mask_buffers_and_a_bare_gpt2model_load():
+    hf = _hf_model()
+    state = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    state["h.0.attn.bias"] = torch.ones(1, 1, 32, 32).tril()  # as stored by transformers < 4.31
+    state["h.0.attn.masked_bias"] = torch.tensor(-1e4)
+    ours = load_hf_state_dict(GPT2(GPT2Config.tiny()).eval(), state)
+    idx = torch.randint(0, 97, (1, 10))
+    assert torch.allclose(_logits(ours, idx), _logits(hf, idx), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("activation_function", "relu"), ("scale_attn_by_inverse_layer_idx", True), ("n_inner", 20)],
+)
+def test_hugging_face_variants_we_do_not_implement_are_refused(field, value):
+    config = HFConfig(vocab_size=97, n_positions=32, n_embd=16, n_layer=2, n_head=2, **{field: value})
+    with pytest.raises(ValueError, match=field):
+        config_from_hf(config)
+
+
+def test_from_pretrained_checks_the_name_before_downloading():
+    with pytest.raises(ValueError, match="gpt2-tiny"):
+        from_pretrained("gpt2-tiny")
+
+
+def _hub_reachable() -> str | None:
+    """None when the 'gpt2' checkpoint can be had, else why not (checked in ~3 s at most, never hangs)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
+        return "HF_HUB_OFFLINE is set"
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    except OSError as error:
+        return f"huggingface.co is unreachable: {error}"
+    return None
+
+
+@pytest.mark.network
+def test_openais_gpt2_checkpoint_gives_hugging_faces_logits():
+    reason = _hub_reachable()
+    if reason is not None:
+        pytest.skip(f"needs OpenAI's gpt2 checkpoint from the Hugging Face Hub; {reason}")
+    torch.set_num_threads(1)
+    try:
+        hf = GPT2LMHeadModel.from_pretrained("gpt2").eval()
+    except OSError as error:  # e.g. a proxy that lets the connection through but not the download
+        pytest.skip(f"the gpt2 checkpoint could not be downloaded: {error}")
+    ours = from_hf_model(hf).eval()
+    idx = torch.tensor([[15496, 11, 314, 1101, 257, 3303, 2746, 11]])  # tiktoken: "Hello, I'm a language model,"
+    assert (_logits(ours, idx) - _logits(hf, idx)).abs().max().item() < 1e-4
+    assert torch.equal(generate(ours, idx, 8, greedy=True), generate(ours, idx, 8, greedy=True, use_cache=False))
