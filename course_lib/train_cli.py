@@ -38,18 +38,25 @@ def default_data_dir(dataset: str) -> Path:
     return cache_dir() / "shards" / dataset
 
 
-def build_model(name: str, vocab_size: int, context_length: int, dropout: float = 0.0) -> nn.Module:
-    """A model by preset name: "tiny" (a 2-layer CharGPT over GPT-2's tokens, for CPU smoke runs), or a GPT-2
-    preset of course_lib.gpt2 ("gpt2" = 124M, "gpt2-medium", ...)."""
+GPT2_PRESETS = {"gpt2": "small", "gpt2-small": "small", "gpt2-medium": "medium", "gpt2-large": "large"}
+GPT2_PRESETS["gpt2-xl"] = "xl"
+
+
+def build_model(name: str, vocab_size: int, seq_len: int, dropout: float = 0.0) -> nn.Module:
+    """A GPT2 by preset name: "tiny" (2 layers, d_model 64, for CPU smoke runs) or one of OpenAI's sizes
+    ("gpt2" = 124M, "gpt2-medium", "gpt2-large", "gpt2-xl"). Attention runs through
+    F.scaled_dot_product_attention (flash attention on a GPU); the vocabulary is padded to a multiple of 64."""
+    from course_lib.gpt2 import GPT2, GPT2Config
+
+    options = {"vocab_size": vocab_size, "dropout": dropout, "pad_vocab_multiple": 64, "use_sdpa": True}
     if name == "tiny":
-        from course_lib.char_gpt import CharGPT
-
-        return CharGPT(vocab_size, context_length, d_model=64, n_layers=2, n_heads=4, dropout=dropout)
-    if name.startswith("gpt2"):
-        from course_lib import gpt2
-
-        return gpt2.from_preset(name, vocab_size=vocab_size, context_length=context_length, dropout=dropout)
-    raise ValueError(f"`--model` must be 'tiny' or a GPT-2 preset such as 'gpt2', got {name!r}")
+        return GPT2(GPT2Config(context_length=seq_len, n_layers=2, n_heads=4, d_model=64, **options))
+    if name not in GPT2_PRESETS:
+        raise ValueError(f"`--model` must be 'tiny' or one of {sorted(GPT2_PRESETS)}, got {name!r}")
+    config = getattr(GPT2Config, GPT2_PRESETS[name])(**options)
+    if seq_len > config.context_length:
+        raise ValueError(f"`--seq-len`={seq_len} is longer than {name}'s context of {config.context_length}")
+    return GPT2(config)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> list[dict] | None:
         prepare_tiny_shakespeare(data_dir)
     settings = dict(SMOKE) if args.smoke else {}
     fields = TrainConfig.__dataclass_fields__
-    settings |= {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    settings |= {k: v for k, v in vars(args).items() if k in fields and k != "data_dir" and v is not None}
     config = TrainConfig(data_dir=str(data_dir), **settings, extra={"model": args.model, "dropout": args.dropout})
     torch.manual_seed(config.seed)  # the same weights every time, so runs can be compared
     model = build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)

@@ -229,14 +229,15 @@ def _crash_at(step):
     return on_log
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.2])
-def test_resume_after_a_crash_continues_exactly(shards, tmp_path, dropout):
+@pytest.mark.parametrize(("kind", "dropout"), [("char", 0.0), ("char", 0.2), ("gpt2", 0.2)])
+def test_resume_after_a_crash_continues_exactly(shards, tmp_path, kind, dropout):
     settings = {"max_steps": 10, "checkpoint_interval": 4, "checkpoint_path": str(tmp_path / "ck.pt")}
-    straight = train_losses(train(tiny_model(dropout=dropout), config(shards, **settings | {"checkpoint_path": None})))
+    model = tiny_model(dropout=dropout, kind=kind)
+    straight = train_losses(train(model, config(shards, **settings | {"checkpoint_path": None})))
     with pytest.raises(Crash):  # crashes during step 6, two steps after the checkpoint of step 4
-        train(tiny_model(dropout=dropout), config(shards, **settings), on_log=_crash_at(6))
+        train(tiny_model(dropout=dropout, kind=kind), config(shards, **settings), on_log=_crash_at(6))
     assert load_checkpoint(tmp_path / "ck.pt")["step"] == 4
-    resumed = train(tiny_model(seed=99, dropout=dropout), config(shards, **settings), resume=True)
+    resumed = train(tiny_model(seed=99, dropout=dropout, kind=kind), config(shards, **settings), resume=True)
     assert resumed[0] == {"kind": "resume", "step": 4, "path": str(tmp_path / "ck.pt")}
     assert train_losses(resumed) == straight[4:]  # bit for bit
 

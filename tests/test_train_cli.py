@@ -1,0 +1,58 @@
+"""course_lib.train_cli: `python -m course_lib.train` prepares data, trains GPT2 presets, logs and resumes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from course_lib.gpt2 import GPT2
+from course_lib.train_cli import build_model, main
+from tests.train_helpers import make_shards
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_help_lists_the_commands_and_the_settings(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--smoke", "--resume", "--micro-batch-size", "--total-batch-tokens", "--max-time-s", "--compile"):
+        assert flag in out
+
+
+def test_a_run_logs_json_lines_and_resumes(tmp_path, capsys):
+    data = make_shards(tmp_path / "data")
+    args = ["run", "--data-dir", str(data), "--model", "tiny", "--seq-len", "16", "--micro-batch-size", "4"]
+    args += ["--warmup-steps", "1", "--eval-interval", "0", "--device", "cpu", "--precision", "fp32"]
+    args += ["--checkpoint-path", str(tmp_path / "ck.pt"), "--log", str(tmp_path / "log.jsonl")]
+    full = main([*args, "--max-steps", "4"])
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert printed == logged == full
+    assert [r["step"] for r in full if r["kind"] == "train"] == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="cannot resume exactly.*max_steps: 4 -> 6"):
+        main([*args, "--max-steps", "6", "--resume"])
+    again = main([*args, "--max-steps", "4", "--resume"])  # already finished: nothing left but the final save
+    assert [r["kind"] for r in again] == ["resume", "checkpoint"] and again[0]["step"] == 4
+
+
+def test_build_model_presets():
+    tiny = build_model("tiny", 50257, 64)
+    assert isinstance(tiny, GPT2) and tiny.config.padded_vocab_size == 50304 and tiny.config.use_sdpa
+    assert tiny.lm_head.weight is tiny.tok_emb.weight
+    with torch.device("meta"):  # the real sizes, without allocating them
+        small = build_model("gpt2", 50257, 1024)
+    assert (small.config.n_layers, small.config.d_model) == (12, 768)
+    with pytest.raises(ValueError, match="`--model` must be 'tiny' or one of"):
+        build_model("gpt5", 50257, 64)
+    with pytest.raises(ValueError, match="longer than gpt2's context of 1024"):
+        build_model("gpt2", 50257, 2048)
