@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from course_lib.data import gpt2_encoding, load_text
-from course_lib.train_data import HEADER, ShardLoader, prepare_documents, prepare_tiny_shakespeare, write_shards
+from course_lib.train_data import (
+    HEADER,
+    ShardLoader,
+    hub_documents,
+    prepare_documents,
+    prepare_tiny_shakespeare,
+    write_shards,
+)
 
 
 @pytest.fixture
@@ -107,3 +115,21 @@ def test_tiny_shakespeare_shards_decode_to_the_text(tmp_path):
     assert train[0] == val[0] == encoding.eot_token
     assert encoding.decode(train[1:].tolist()) + encoding.decode(val[1:].tolist()) == text
     assert len(val) / (len(train) + len(val)) == pytest.approx(0.1, abs=0.01)
+
+
+@pytest.mark.network
+def test_hub_documents_streams_a_few_tinystories(tmp_path):
+    datasets = pytest.importorskip("datasets", reason="hub_documents needs `pip install datasets`")
+    try:
+        documents = list(hub_documents("roneneldan/TinyStories", limit=3))
+    except (OSError, datasets.exceptions.DatasetNotFoundError) as error:
+        pytest.skip(f"the Hugging Face Hub is unreachable: {error}")
+    assert len(documents) == 3 and all(isinstance(d, str) and d for d in documents)
+    header = prepare_documents(documents, tmp_path, val_tokens=10)
+    assert header["splits"]["train"][0]["tokens"] > 10
+
+
+def test_hub_documents_without_datasets_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # as if it were not installed
+    with pytest.raises(ImportError, match="pip install datasets"):
+        next(hub_documents("roneneldan/TinyStories"))
