@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from course_lib import train_setup
 from course_lib.char_gpt import CharGPT
-from course_lib.checkpoint import load_checkpoint
+from course_lib.checkpoint import CheckpointError, load_checkpoint
 from course_lib.train import (
     PEAK_FLOPS,
     attention_shape,
@@ -274,3 +274,13 @@ def test_config_is_checked(shards):
         config(shards, precision="fp8")
     with pytest.raises(ValueError, match="total_batch_tokens"):
         train(tiny_model(), config(shards, total_batch_tokens=100))
+
+
+def test_resume_from_a_damaged_checkpoint_stops_and_keeps_the_file(shards, tmp_path):
+    path = tmp_path / "ck.pt"
+    train(tiny_model(), config(shards, max_steps=4, checkpoint_path=str(path)))
+    damaged = path.read_bytes()[:1000]
+    path.write_bytes(damaged)
+    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+        train(tiny_model(), config(shards, max_steps=4, checkpoint_path=str(path)), resume=True)
+    assert path.read_bytes() == damaged  # left for the user to inspect, not replaced by a fresh start
