@@ -248,6 +248,11 @@ def train(
         set_rng_state(state["rng"][dist.rank])
         start_step = state["step"]
         log({"kind": "resume", "step": start_step, "path": str(cfg.checkpoint_path)})
+    fused = bool(optimizer.defaults.get("fused"))
+    log(
+        {"kind": "start", "step": start_step, "device": device, "precision": precision, "fused_adamw": fused}
+        | {"compile": cfg.compile, "grad_accum_steps": accum, "world_size": dist.world_size}
+    )
     model = torch.compile(raw_model) if cfg.compile else raw_model
     if dist.enabled:
         device_ids = [dist.local_rank] if device.startswith("cuda") else None

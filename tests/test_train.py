@@ -264,7 +264,9 @@ def test_resume_refuses_changed_settings(shards, tmp_path):
 def test_time_budget_stops_with_a_checkpoint(shards, tmp_path):
     path = tmp_path / "ck.pt"
     records = train(tiny_model(), config(shards, max_time_s=0.0, checkpoint_path=str(path)))
-    assert [r["kind"] for r in records] == ["stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
+    assert [r["kind"] for r in records] == ["start", "stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
+    start = {"kind": "start", "step": 0, "device": "cpu", "precision": "fp32", "fused_adamw": False}
+    assert records[0] == start | {"compile": False, "grad_accum_steps": 1, "world_size": 1}
 
 
 def test_config_is_checked(shards):
@@ -284,3 +286,23 @@ def test_resume_from_a_damaged_checkpoint_stops_and_keeps_the_file(shards, tmp_p
     with pytest.raises(CheckpointError, match="truncated or corrupt"):
         train(tiny_model(), config(shards, max_steps=4, checkpoint_path=str(path)), resume=True)
     assert path.read_bytes() == damaged  # left for the user to inspect, not replaced by a fresh start
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("precision", ["auto", "fp16"])
+def test_cuda_mixed_precision_fused_adamw_and_resume(shards, tmp_path, precision):
+    """On a GPU: the precision chosen from the capability (or fp16 + GradScaler), the fused AdamW, and a
+    resume that continues the run (to rounding: GPU kernels need not be bit-reproducible)."""
+    capability = torch.cuda.get_device_capability()
+    expected = train_setup.choose_precision("cuda", capability) if precision == "auto" else "fp16"
+    settings = {"device": "cuda", "precision": precision, "max_steps": 10, "checkpoint_interval": 5}
+    straight = train(tiny_model(kind="gpt2"), config(shards, **settings))
+    assert straight[0]["precision"] == expected and straight[0]["fused_adamw"]
+    losses = train_losses(straight)
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
+    path = str(tmp_path / "ck.pt")
+    with pytest.raises(Crash):
+        train(tiny_model(kind="gpt2"), config(shards, checkpoint_path=path, **settings), on_log=_crash_at(7))
+    resumed = train(tiny_model(kind="gpt2"), config(shards, checkpoint_path=path, **settings), resume=True)
+    assert train_losses(resumed) == pytest.approx(losses[5:], rel=2e-2)

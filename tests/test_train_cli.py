@@ -42,7 +42,7 @@ def test_a_run_logs_json_lines_and_resumes(tmp_path, capsys):
     with pytest.raises(ValueError, match="cannot resume exactly.*max_steps: 4 -> 6"):
         main([*args, "--max-steps", "6", "--resume"])
     again = main([*args, "--max-steps", "4", "--resume"])  # already finished: nothing left but the final save
-    assert [r["kind"] for r in again] == ["resume", "checkpoint"] and again[0]["step"] == 4
+    assert [r["kind"] for r in again] == ["resume", "start", "checkpoint"] and again[0]["step"] == 4
 
 
 def test_build_model_presets():
