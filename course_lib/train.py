@@ -34,7 +34,7 @@ from torch import nn
 
 from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from course_lib.train_data import ShardLoader
+from course_lib.train_data import ShardLoader, read_header
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -357,7 +357,21 @@ def _encoding(header: dict):
     return gpt2_encoding()
 
 
-if __name__ == "__main__":
-    from course_lib.train_cli import main
+def main(argv: list[str] | None = None) -> list[dict] | None:
+    """``python -m course_lib.train prepare | run [flags]`` (see course_lib.train_cli); returns the records."""
+    from course_lib import train_cli
 
+    args = train_cli.parse_args(argv, TrainConfig)
+    if args.command == "prepare":
+        print(f"prepared {train_cli.prepare(args)}")
+        return None
+    data_dir = train_cli.data_dir_for(args)
+    config = TrainConfig(data_dir=str(data_dir), **train_cli.settings(args, TrainConfig))
+    torch.manual_seed(config.seed)  # the same initial weights every time, so runs can be compared
+    model = train_cli.build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)
+    with train_cli.json_log(args.log) as on_log:
+        return train(model, config, on_log=on_log, resume=args.resume)
+
+
+if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
-"""Lesson 11 — the command line of the training loop: ``python -m course_lib.train``.
+"""Lesson 11 — the pieces of the command line of the training loop, ``python -m course_lib.train``
+(its ``main`` lives in course_lib.train, which this module does not import).
 
     python -m course_lib.train prepare                    Tiny Shakespeare -> shards (offline)
     python -m course_lib.train prepare --dataset fineweb-edu --max-documents 100000     (online)
@@ -15,16 +16,15 @@ Shape legend: none here (argument parsing).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import torch
 from torch import nn
 
 from course_lib.data import cache_dir
-from course_lib.train import TrainConfig, train
-from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare, read_header
+from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare
 
 HUB_DATASETS = {  # name -> (Hugging Face path, configuration)
     "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT"),
@@ -59,8 +59,14 @@ def build_model(name: str, vocab_size: int, seq_len: int, dropout: float = 0.0) 
     return GPT2(config)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m course_lib.train", description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None, config_class: type) -> argparse.Namespace:
+    """The parsed command line; `config_class` (TrainConfig) gives one --flag per setting."""
+    return _parser(config_class).parse_args(argv)
+
+
+def _parser(config_class: type) -> argparse.ArgumentParser:
+    what = "Train a GPT on token shards (lesson 11): `prepare` the data once, then `run` (resumable)."
+    parser = argparse.ArgumentParser(prog="python -m course_lib.train", description=what)
     commands = parser.add_subparsers(dest="command", required=True)
     prep = commands.add_parser("prepare", help="tokenize a corpus into uint16 shards")
     prep.add_argument("--dataset", default="tinyshakespeare", choices=["tinyshakespeare", *HUB_DATASETS])
@@ -77,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dropout", type=float, default=0.0)
     run.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
     run.add_argument("--log", type=Path, help="also append the JSON log records to this file")
-    for name, fld in TrainConfig.__dataclass_fields__.items():
+    for name, fld in config_class.__dataclass_fields__.items():
         if name in ("data_dir", "extra", "betas"):
             continue
         flag = "--" + name.replace("_", "-")
@@ -89,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _prepare(args: argparse.Namespace) -> Path:
+def prepare(args: argparse.Namespace) -> Path:
     out = args.out or default_data_dir(args.dataset)
     if args.dataset == "tinyshakespeare":
         prepare_tiny_shakespeare(out, shard_tokens=args.shard_tokens)
@@ -99,35 +105,36 @@ def _prepare(args: argparse.Namespace) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> list[dict] | None:
-    args = _parser().parse_args(argv)
-    if args.command == "prepare":
-        print(f"prepared {_prepare(args)}")
-        return None
+def data_dir_for(args: argparse.Namespace) -> Path:
+    """The shard folder of a run; Tiny Shakespeare is prepared on first use (offline, a few seconds)."""
     data_dir = args.data_dir or default_data_dir(args.dataset)
     if not (data_dir / "shards.json").exists() and args.dataset == "tinyshakespeare" and args.data_dir is None:
         prepare_tiny_shakespeare(data_dir)
-    settings = dict(SMOKE) if args.smoke else {}
-    fields = TrainConfig.__dataclass_fields__
-    settings |= {k: v for k, v in vars(args).items() if k in fields and k != "data_dir" and v is not None}
-    config = TrainConfig(data_dir=str(data_dir), **settings, extra={"model": args.model, "dropout": args.dropout})
-    torch.manual_seed(config.seed)  # the same weights every time, so runs can be compared
-    model = build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)
-    log_file = open(args.log, "a") if args.log else None  # noqa: SIM115 (closed below)
+    return data_dir
+
+
+def settings(args: argparse.Namespace, config_class: type) -> dict:
+    """TrainConfig's keyword arguments from the flags given (after the --smoke preset, if asked for)."""
+    chosen = dict(SMOKE) if args.smoke else {}
+    fields = config_class.__dataclass_fields__
+    chosen |= {k: v for k, v in vars(args).items() if k in fields and k != "data_dir" and v is not None}
+    return chosen | {"extra": {"model": args.model, "dropout": args.dropout}}
+
+
+@contextlib.contextmanager
+def json_log(path: Path | None) -> Iterator[Callable[[dict], None]]:
+    """An on_log callback that prints each record as one JSON line and appends it to `path` (if given)."""
+    file = open(path, "a") if path else None  # noqa: SIM115 (closed below)
 
     def on_log(record: dict) -> None:
         line = json.dumps(record)
         print(line, flush=True)
-        if log_file:
-            log_file.write(line + "\n")
-            log_file.flush()
+        if file:
+            file.write(line + "\n")
+            file.flush()
 
     try:
-        return train(model, config, on_log=on_log, resume=args.resume)
+        yield on_log
     finally:
-        if log_file:
-            log_file.close()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
+        if file:
+            file.close()

@@ -1,4 +1,4 @@
-"""course_lib.train_cli: `python -m course_lib.train` prepares data, trains GPT2 presets, logs and resumes."""
+"""`python -m course_lib.train` (course_lib.train.main + train_cli): prepare data, train GPT2 presets, log, resume."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from course_lib.gpt2 import GPT2
-from course_lib.train_cli import build_model, main
+from course_lib.train import main
+from course_lib.train_cli import build_model
 from tests.train_helpers import make_shards
 
 
