@@ -56,8 +56,8 @@ def device_name(device: str) -> str:
 def choose_precision(device_type: str, capability: tuple[int, int] | None = None) -> str:
     """ "bf16", "fp16" or "fp32" for autocast on this device.
 
-    `capability` is the CUDA compute capability (major, minor). Not `torch.cuda.is_bf16_supported()`: recent
-    PyTorch answers True on a T4 too, where bf16 is emulated and slower than fp32.
+    `capability` is the CUDA compute capability (major, minor), a fact of the hardware. Not
+    `torch.cuda.is_bf16_supported()`, which by default also counts emulated bf16 (no bf16 tensor cores).
     """
     _checks.one_of("device_type", device_type, ("cpu", "cuda", "mps"))
     if device_type != "cuda":
