@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from course_lib.train import train
+from tests.train_driver import SETTINGS
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
 
 pytestmark = pytest.mark.xdist_group("train-processes")
@@ -40,6 +41,15 @@ def _records(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line.startswith("{")]
 
 
+def _one_thread(function, *args):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return function(*args)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _finish(process: subprocess.Popen) -> str:
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err[-3000:]
@@ -47,9 +57,7 @@ def _finish(process: subprocess.Popen) -> str:
 
 
 def test_sigkill_mid_run_then_resume_continues_exactly(shards, tmp_path):
-    (tmp_path / "straight").mkdir()
     (tmp_path / "killed").mkdir()
-    straight = _driver("loop", shards, tmp_path / "straight")
     killed = _driver("loop", shards, tmp_path / "killed", "--pause-at", 6)
     lines = []
     for line in killed.stdout:  # checkpoint after step 3 (next step 4), then steps 4, 5, 6 that are lost
@@ -63,14 +71,16 @@ def test_sigkill_mid_run_then_resume_continues_exactly(shards, tmp_path):
     assert {"kind": "checkpoint", "step": 4, "path": str(tmp_path / "killed" / "ck.pt")} in before_kill
     assert [p.name for p in (tmp_path / "killed").iterdir()] == ["ck.pt"]  # no temporary file left
 
-    resumed_records = _records(_finish(_driver("loop", shards, tmp_path / "killed", "--resume")))
-    straight_losses = train_losses(_records(_finish(straight)))
+    resumed = _driver("loop", shards, tmp_path / "killed", "--resume")
+    straight_model = tiny_model(dropout=0.1)  # the uninterrupted run, here (same settings, one thread too)
+    straight_losses = train_losses(_one_thread(train, straight_model, config(shards, **SETTINGS)))
+    resumed_records = _records(_finish(resumed))
     assert len(straight_losses) == 12
     assert train_losses(before_kill) == straight_losses[:7]
     assert resumed_records[0]["kind"] == "resume" and resumed_records[0]["step"] == 4
     assert train_losses(resumed_records) == straight_losses[4:]  # bit for bit, dropout included
-    final = [torch.load(tmp_path / run / "rank0.pt") for run in ("straight", "killed")]
-    assert all(torch.equal(final[0]["params"][n], final[1]["params"][n]) for n in final[0]["params"])
+    final = torch.load(tmp_path / "killed" / "rank0.pt")["params"]
+    assert all(torch.equal(final[n], p) for n, p in straight_model.named_parameters())
 
 
 # The run that 2 processes must reproduce: 2 ranks x 2 micro-batches of 2 rows (DDP's no_sync on the first)
@@ -81,15 +91,9 @@ TWO_RANKS += ["--clip", "0.5"]
 
 @pytest.fixture(scope="module")
 def one_process(shards):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = tiny_model(dropout=0.0)
-        cfg = config(shards, max_steps=3, grad_clip=0.5, micro_batch_size=2, total_batch_tokens=2 * 16 * 2 * 2)
-        losses = train_losses(train(model, cfg))
-    finally:
-        torch.set_num_threads(threads)
-    return {"model": model, "losses": losses}
+    model = tiny_model(dropout=0.0)
+    cfg = config(shards, max_steps=3, grad_clip=0.5, micro_batch_size=2, total_batch_tokens=2 * 16 * 2 * 2)
+    return {"model": model, "losses": train_losses(_one_thread(train, model, cfg))}
 
 
 def _assert_same_run(reference: dict, ranks: list[dict], losses: list[float]) -> None:
