@@ -215,6 +215,10 @@ class GPT2(nn.Module):
             )
         if cache is not None and cache.keys[0].shape[0] != B:
             raise ValueError(f"the cache was made for batch size {cache.keys[0].shape[0]}, idx has {B} rows")
+        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+            # Ids in the padding rows would pass the embedding silently. (Skipped on GPUs, where reading the
+            # ids back would stall every step, and under torch.compile, where it would break the graph.)
+            _checks.indices("idx", idx, self.config.vocab_size, "token ids of the vocabulary")
         positions = torch.arange(start, start + T, device=idx.device)  # (T,)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
         for i, block in enumerate(self.blocks):

@@ -171,6 +171,8 @@ def test_forward_rejects_too_long_inputs_and_float_ids():
         model(torch.zeros(1, 33, dtype=torch.long))
     with pytest.raises(TypeError, match="idx"):
         model(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match=r"idx.*0\.\.96"):
+        GPT2(GPT2Config.tiny(pad_vocab_multiple=64))(torch.tensor([[3, 100]]))  # a padding row, not a token
     with pytest.raises(ValueError, match="targets"):
         model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 5, dtype=torch.long))
     with pytest.raises(TypeError, match="config"):
