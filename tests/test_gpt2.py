@@ -156,6 +156,21 @@ def test_sdpa_path_equals_the_explicit_path():
     assert torch.allclose(explicit(idx)[0], fast(idx)[0], atol=1e-5)
 
 
+def test_attention_maps_are_causal_distributions_from_the_same_pass():
+    model = _tiny(use_sdpa=True)
+    idx = torch.randint(0, 97, (2, 9))
+    maps = model.attention_maps(idx)
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 9, 9)
+    for weights in maps:
+        assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 9))
+        assert torch.all(weights.triu(diagonal=1) == 0)  # no weight on later positions
+    # The first block's weights from the embeddings directly: what the pass computed, not another function.
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(9))
+    _, expected = model.blocks[0].attn(model.blocks[0].ln1(x), need_weights=True)
+    assert torch.allclose(maps[0], expected)
+    assert not torch.allclose(maps[1], maps[0])
+
+
 def test_prediction_at_a_position_ignores_later_tokens():
     model = _tiny()
     idx = torch.randint(0, 97, (1, 12))
