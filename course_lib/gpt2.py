@@ -4,7 +4,7 @@
                            small / medium / large / xl (OpenAI's four sizes) and tiny (for tests)
     GPT2                   token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06)
                            -> final LayerNorm -> output head tied to the token embedding
-                           forward(idx, targets=None, cache=None) -> (logits, loss)
+                           forward(idx, targets=None, cache=None) -> (logits, loss); attention_maps(idx)
     KVCache                every layer's keys and values so far, so generation feeds one new token per step
     gpt2_parameter_count   the parameter count from the sizes alone (Lesson 10, exercise)
     gpt2_flops_per_token   FLOPs (not multiply-adds: one multiply-add = 2 FLOPs) per token, forward or training
@@ -99,7 +99,7 @@ class GPT2Config:
 
     @classmethod
     def tiny(cls, **overrides: object) -> GPT2Config:
-        """A few thousand parameters: the same architecture, for tests that must run in milliseconds."""
+        """8,656 parameters: the same architecture, for tests that must run in milliseconds."""
         return replace(cls(vocab_size=97, context_length=32, n_layers=2, n_heads=2, d_model=16), **overrides)
 
 
@@ -215,6 +215,10 @@ class GPT2(nn.Module):
             )
         if cache is not None and cache.keys[0].shape[0] != B:
             raise ValueError(f"the cache was made for batch size {cache.keys[0].shape[0]}, idx has {B} rows")
+        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+            # Ids in the padding rows would pass the embedding silently. (Skipped on GPUs, where reading the
+            # ids back would stall every step, and under torch.compile, where it would break the graph.)
+            _checks.indices("idx", idx, self.config.vocab_size, "token ids of the vocabulary")
         positions = torch.arange(start, start + T, device=idx.device)  # (T,)
         x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
         for i, block in enumerate(self.blocks):
@@ -233,6 +237,24 @@ class GPT2(nn.Module):
         _checks.tensor("targets", targets, "B, T", integer=True, B=B, T=T)
         loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))  # mean over the B*T positions
         return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: Tensor) -> list[Tensor]:
+        """Every block's attention weights, for plots: idx (B, T) -> n_layers tensors (B, H, T, T).
+
+        Lesson 10. The same pass as forward (in the model's current mode), each attention asked for its weights,
+        which always takes the explicit path (SDPA never forms them).
+        """
+        _checks.tensor("idx", idx, "B, T<=context_length", integer=True, context_length=self.config.context_length)
+        positions = torch.arange(idx.shape[1], device=idx.device)  # (T,)
+        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
+        maps = []
+        for block in self.blocks:
+            attended, weights = block.attn(block.ln1(x), need_weights=True)  # (B, T, C), (B, H, T, T)
+            x = x + attended
+            x = x + block.mlp(block.ln2(x))
+            maps.append(weights)
+        return maps
 
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Distinct parameters (the tied matrix counts once); optionally without the position table."""

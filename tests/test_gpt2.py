@@ -17,6 +17,15 @@ from course_lib.gpt2 import GPT2, GPT2Config, KVCache, gpt2_flops_per_token, gpt
 PUBLISHED = {"small": 124_439_808, "medium": 354_823_168, "large": 774_030_080, "xl": 1_557_611_200}
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _meta_model(config: GPT2Config) -> GPT2:
     with torch.device("meta"):  # shapes only: even GPT-2 xl costs no memory
         return GPT2(config)
@@ -147,6 +156,21 @@ def test_sdpa_path_equals_the_explicit_path():
     assert torch.allclose(explicit(idx)[0], fast(idx)[0], atol=1e-5)
 
 
+def test_attention_maps_are_causal_distributions_from_the_same_pass():
+    model = _tiny(use_sdpa=True)
+    idx = torch.randint(0, 97, (2, 9))
+    maps = model.attention_maps(idx)
+    assert len(maps) == 2 and maps[0].shape == (2, 2, 9, 9)
+    for weights in maps:
+        assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 9))
+        assert torch.all(weights.triu(diagonal=1) == 0)  # no weight on later positions
+    # The first block's weights from the embeddings directly: what the pass computed, not another function.
+    x = model.tok_emb(idx) + model.pos_emb(torch.arange(9))
+    _, expected = model.blocks[0].attn(model.blocks[0].ln1(x), need_weights=True)
+    assert torch.allclose(maps[0], expected)
+    assert not torch.allclose(maps[1], maps[0])
+
+
 def test_prediction_at_a_position_ignores_later_tokens():
     model = _tiny()
     idx = torch.randint(0, 97, (1, 12))
@@ -162,6 +186,8 @@ def test_forward_rejects_too_long_inputs_and_float_ids():
         model(torch.zeros(1, 33, dtype=torch.long))
     with pytest.raises(TypeError, match="idx"):
         model(torch.zeros(1, 4))
+    with pytest.raises(ValueError, match=r"idx.*0\.\.96"):
+        GPT2(GPT2Config.tiny(pad_vocab_multiple=64))(torch.tensor([[3, 100]]))  # a padding row, not a token
     with pytest.raises(ValueError, match="targets"):
         model(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, 5, dtype=torch.long))
     with pytest.raises(TypeError, match="config"):

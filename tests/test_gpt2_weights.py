@@ -22,6 +22,15 @@ from course_lib.gpt2_weights import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _hf_model(seed: int = 0, **sizes) -> GPT2LMHeadModel:
     sizes = {"vocab_size": 97, "n_positions": 32, "n_embd": 16, "n_layer": 2, "n_head": 2, **sizes}
     torch.manual_seed(seed)
@@ -52,7 +61,6 @@ def test_loaded_model_gives_hugging_faces_logits(use_sdpa, pad_vocab_multiple):
 
 def test_gpt2_small_sized_model_gives_hugging_faces_logits(record_property):
     # The full 124M configuration, randomly initialised (the Hub is not needed): every weight of every size.
-    torch.set_num_threads(1)
     hf = _hf_model(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
     ours = from_hf_model(hf).eval()
     assert ours.config == GPT2Config.small()
@@ -177,7 +185,6 @@ def test_openais_gpt2_checkpoint_gives_hugging_faces_logits():
     reason = _hub_reachable()
     if reason is not None:
         pytest.skip(f"needs OpenAI's gpt2 checkpoint from the Hugging Face Hub; {reason}")
-    torch.set_num_threads(1)
     try:
         hf = GPT2LMHeadModel.from_pretrained("gpt2").eval()
     except OSError as error:  # e.g. a proxy that lets the connection through but not the download

@@ -1,0 +1,187 @@
+"""course_lib.generate: the filters against Hugging Face's logits warpers, sampling, and KV-cache generation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+from course_lib.generate import complete, generate, sample_next_token, top_k_filter, top_p_filter
+from course_lib.gpt2 import GPT2, GPT2Config
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _model(seed: int = 0, **overrides) -> GPT2:
+    torch.manual_seed(seed)
+    return GPT2(GPT2Config.tiny(**overrides)).eval()
+
+
+# ---------------------------------------------------------------------------------------------------- filters
+
+
+def test_top_p_keeps_the_token_that_crosses_p():
+    logits = torch.log(torch.tensor([[0.1, 0.5, 0.15, 0.25]]))
+    kept = lambda p: torch.isfinite(top_p_filter(logits, p))[0].tolist()  # noqa: E731
+    assert kept(0.5) == [False, True, False, False]  # 0.5 reaches p exactly: nothing more is needed
+    assert kept(0.6) == [False, True, False, True]  # 0.5 < 0.6, 0.75 >= 0.6: the crossing token stays
+    assert kept(0.8) == [False, True, True, True]
+    assert kept(0.01) == [False, True, False, False]  # the top token always stays
+    assert kept(1.0) == [True, True, True, True]
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), p=st.floats(0.01, 0.99), vocab=st.integers(2, 50))
+def test_top_p_matches_hugging_faces_warper(seed, p, vocab):
+    logits = 3 * torch.randn(4, vocab, generator=torch.Generator().manual_seed(seed))
+    theirs = TopPLogitsWarper(top_p=p)(None, logits.clone())
+    assert torch.equal(torch.isfinite(top_p_filter(logits, p)), torch.isfinite(theirs))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), p=st.floats(0.01, 1.0))
+def test_top_p_keeps_the_smallest_set_reaching_p(seed, p):
+    logits = 2 * torch.randn(3, 30, generator=torch.Generator().manual_seed(seed))
+    probs = logits.softmax(-1)
+    kept = torch.isfinite(top_p_filter(logits, p))
+    for row in range(3):
+        mass = probs[row][kept[row]].sum().item()
+        assert mass >= p - 1e-6  # enough probability
+        smallest_kept = probs[row][kept[row]].min().item()
+        assert mass - smallest_kept < p + 1e-6  # but without its least likely token it would not be enough
+        assert kept[row, probs[row].argmax()]
+        # Kept tokens are exactly the most probable ones.
+        assert probs[row][~kept[row]].max().item() <= smallest_kept if (~kept[row]).any() else True
+
+
+def test_top_p_leaves_its_input_alone_and_keeps_other_dims():
+    logits = torch.randn(2, 3, 10)
+    before = logits.clone()
+    out = top_p_filter(logits, 0.7)
+    assert out.shape == (2, 3, 10) and torch.equal(logits, before)
+    assert torch.equal(out[1, 2], top_p_filter(logits[1, 2], 0.7))
+
+
+@pytest.mark.parametrize("p", [0.0, -0.1, 1.5, float("nan")])
+def test_top_p_rejects_p_outside_0_1(p):
+    with pytest.raises(ValueError, match="p must be in"):
+        top_p_filter(torch.randn(1, 5), p)
+
+
+def test_top_p_rejects_a_non_number():
+    with pytest.raises(TypeError, match="p"):
+        top_p_filter(torch.randn(1, 5), "0.9")
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_top_k_matches_hugging_faces_warper(k):
+    logits = torch.randn(5, 7, generator=torch.Generator().manual_seed(k))
+    assert torch.equal(top_k_filter(logits, k), TopKLogitsWarper(top_k=k)(None, logits.clone()))
+
+
+def test_top_k_keeps_ties_with_the_kth():
+    out = top_k_filter(torch.tensor([[3.0, 1.0, 2.0, 2.0]]), 2)
+    assert torch.isfinite(out).tolist() == [[True, False, True, True]]
+    with pytest.raises(ValueError, match="top_k"):
+        top_k_filter(torch.randn(1, 4), 5)
+
+
+# ---------------------------------------------------------------------------------------------------- sampling
+
+
+def test_samples_are_long_column_vectors_and_seeded():
+    logits = torch.randn(3, 11)
+    a = sample_next_token(logits, generator=torch.Generator().manual_seed(7))
+    b = sample_next_token(logits, generator=torch.Generator().manual_seed(7))
+    assert a.shape == (3, 1) and a.dtype == torch.long and torch.equal(a, b)
+
+
+def test_sample_frequencies_follow_the_filtered_softmax():
+    logits = torch.log(torch.tensor([[0.4, 0.3, 0.2, 0.1]])).expand(20_000, 4)
+    draws = sample_next_token(logits, temperature=1.0, top_p=0.8, generator=torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws[:, 0], minlength=4) / 20_000
+    # top_p = 0.8 keeps 0.4, 0.3 and 0.2 (renormalised by 0.9); 20,000 draws: standard error < 0.004.
+    assert torch.allclose(freq, torch.tensor([4 / 9, 3 / 9, 2 / 9, 0.0]), atol=0.015)
+    cold = sample_next_token(logits, temperature=0.05, generator=torch.Generator().manual_seed(0))
+    assert (cold == 0).float().mean() > 0.99  # low temperature: almost always the top token
+
+
+def test_sampling_rejects_bad_temperature():
+    with pytest.raises(ValueError, match="temperature"):
+        sample_next_token(torch.randn(1, 4), temperature=0.0)
+
+
+# ---------------------------------------------------------------------------------------------------- generate
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+@pytest.mark.parametrize(
+    "options",
+    [dict(greedy=True), dict(temperature=0.8), dict(temperature=1.2, top_k=20, top_p=0.9)],
+    ids=["greedy", "sampled", "top-k-top-p"],
+)
+def test_cache_generates_the_ids_of_full_recomputation(use_sdpa, options):
+    model = _model(use_sdpa=use_sdpa)
+    prompt = torch.randint(0, 97, (3, 5))
+    # 5 + 60 > context 32: the window slides and the cache is rebuilt, as recomputation crops.
+    runs = [
+        generate(model, prompt, 60, generator=torch.Generator().manual_seed(3), use_cache=cache, **options)
+        for cache in (True, False)
+    ]
+    assert runs[0].shape == (3, 65) and torch.equal(runs[0], runs[1])
+    assert torch.equal(runs[0][:, :5], prompt)
+
+
+def test_greedy_takes_the_argmax_of_each_step():
+    model = _model()
+    out = generate(model, torch.tensor([[1, 2, 3]]), 4, greedy=True)
+    for t in range(3, 7):
+        assert out[0, t] == model(out[:, :t])[0][0, -1].argmax()
+
+
+def test_stop_tokens_end_rows_and_pad_them():
+    model = _model()
+    prompt = torch.randint(0, 97, (2, 4))
+    free = generate(model, prompt, 12, greedy=True)
+    stop = int(free[0, 7])  # row 0's 4th new id
+    first_stop = [int((row[4:] == stop).nonzero()[0]) + 4 if (row[4:] == stop).any() else None for row in free]
+    out = generate(model, prompt, 12, greedy=True, stop_tokens=[stop], pad_id=0)
+    end = max(t for t in first_stop if t is not None) + 1 if None not in first_stop else 16
+    assert out.shape[1] == end
+    for row, t in enumerate(first_stop):
+        stop_at = out.shape[1] if t is None else t + 1
+        assert torch.equal(out[row, :stop_at], free[row, :stop_at])
+        assert torch.all(out[row, stop_at:] == 0)  # after its stop token, a row only pads
+
+
+def test_generation_restores_training_mode_and_checks_arguments():
+    model = _model().train()
+    generate(model, torch.tensor([[1]]), 2, greedy=True)
+    assert model.training
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(model, torch.tensor([[1]]), -1)
+    with pytest.raises(TypeError, match="idx"):
+        generate(model, torch.tensor([[1.0]]), 2)
+    with pytest.raises(TypeError, match="stop_tokens"):
+        generate(model, torch.tensor([[1]]), 2, stop_tokens=["a"])
+    assert generate(model, torch.tensor([[1, 2]]), 0).tolist() == [[1, 2]]
+
+
+def test_complete_returns_python_ints_without_the_stop_token():
+    model = _model()
+    free = complete(model, [5, 6, 7], 10, greedy=True)
+    assert len(free) == 10 and all(type(i) is int for i in free)
+    stop = free[4]
+    cut = complete(model, [5, 6, 7], 10, greedy=True, stop_tokens=stop)
+    assert cut == free[: free.index(stop)]
+    with pytest.raises(ValueError, match="prompt"):
+        complete(model, [], 3)
