@@ -34,6 +34,7 @@ from torch import nn
 
 from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from course_lib.generate import sample_next_token
 from course_lib.train_data import ShardLoader, read_header
 
 # ------------------------------------------------------------------------------------------------------------
@@ -192,17 +193,16 @@ def evaluate(model: nn.Module, loader: ShardLoader, batches: int, device: str, p
 
 @torch.no_grad()
 def sample(model: nn.Module, prompt_ids: list[int], n_tokens: int, context: int, generator: torch.Generator):
-    """Sample `n_tokens` ids after `prompt_ids` (top-50, temperature 1) with its own generator, so sampling
-    never moves the training RNG (a resumed run must draw the same dropout masks)."""
+    """Sample `n_tokens` ids after `prompt_ids` (top-50, temperature 1; lesson 10's sample_next_token) with
+    its own generator, so sampling never moves the training RNG (a resumed run must draw the same dropout
+    masks). Any model with forward(idx) -> (logits, _) works: no KV cache, the window is recomputed."""
     model.eval()
-    device = generator.device
-    idx = torch.tensor([prompt_ids], device=device)  # (1, T)
+    idx = torch.tensor([prompt_ids], device=generator.device)  # (1, T)
     for _ in range(n_tokens):
         logits, _ = model(idx[:, -context:])  # (1, T, V)
-        logits = logits[:, -1, :].float()  # (1, V)
-        kth = torch.topk(logits, min(50, logits.shape[-1])).values[:, -1:]  # (1, 1)
-        probs = torch.softmax(logits.masked_fill(logits < kth, -math.inf), dim=-1)
-        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)  # (1, T+1)
+        last = logits[:, -1, :].float()  # (1, V)
+        next_id = sample_next_token(last, top_k=min(50, last.shape[-1]), generator=generator)  # (1, 1)
+        idx = torch.cat([idx, next_id], dim=1)  # (1, T+1)
     model.train()
     return idx[0, len(prompt_ids) :].tolist()
 

@@ -20,6 +20,7 @@ from course_lib.train import (
     gpu_model,
     grad_accum_steps,
     peak_flops,
+    sample,
     train,
 )
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
@@ -306,3 +307,15 @@ def test_cuda_mixed_precision_fused_adamw_and_resume(shards, tmp_path, precision
         train(tiny_model(kind="gpt2"), config(shards, checkpoint_path=path, **settings), on_log=_crash_at(7))
     resumed = train(tiny_model(kind="gpt2"), config(shards, checkpoint_path=path, **settings), resume=True)
     assert train_losses(resumed) == pytest.approx(losses[5:], rel=2e-2)
+
+
+def test_samples_come_from_their_own_generator(tmp_path):
+    """A sample is the same for the same seed and leaves torch's global generator (dropout's) where it was."""
+    model = tiny_model(kind="gpt2")
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    first = sample(model, [1, 2, 3], 20, 16, torch.Generator().manual_seed(0))
+    assert torch.equal(torch.get_rng_state(), before)
+    assert first == sample(model, [1, 2, 3], 20, 16, torch.Generator().manual_seed(0))
+    assert first != sample(model, [1, 2, 3], 20, 16, torch.Generator().manual_seed(1))
+    assert len(first) == 20 and all(0 <= i < 32 for i in first)
