@@ -87,6 +87,7 @@ def estimate_mfu(
     4 backward), and attention adds 12 * n_layers * n_heads * d_head * seq_len (scores and weighted sum,
     forward and backward) — the estimate of the PaLM paper, appendix B, as nanoGPT uses it.
     """
+    _checks.positive_number("peak_flops", peak_flops)
     flops_per_token = 6 * n_params + 12 * n_layers * n_heads * d_head * seq_len
     return flops_per_token * tokens_per_second / peak_flops
 
@@ -126,7 +127,8 @@ def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
 # The loop
 # ------------------------------------------------------------------------------------------------------------
 
-# Settings a resumed run may change: they do not alter what the next training steps compute.
+# Settings a resumed run may change: they do not alter what the next training steps compute (data_dir: the
+# same shards may have moved, e.g. to Google Drive; the header and shard sizes are checked again on resume).
 RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
 RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
 

@@ -90,6 +90,8 @@ def test_estimate_mfu_counts_six_flops_per_parameter_and_the_attention_term():
     attention = 12 * 12 * 12 * 64 * 1024  # GPT-2 small at T=1024
     expected = (6 * 124_439_808 + attention) * 1e5 / PEAK_FLOPS["A100"]["bf16"]
     assert estimate_mfu(124_439_808, 12, 12, 64, 1024, 1e5, PEAK_FLOPS["A100"]["bf16"]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="`peak_flops` must be a positive number"):
+        estimate_mfu(1, 0, 0, 0, 1024, 1.0, peak_flops=0)
 
 
 # ------------------------------------------------------------------------------------------------------------
