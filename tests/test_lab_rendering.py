@@ -40,7 +40,7 @@ attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline chec
 
 SAVED_AS = "my lesson 00.ipynb"
 DIAGRAM_ALT = "The original transformer"  # lesson 04's encoder-decoder diagram, a data: URI in the student version
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+COLAB_LINK = "Open this lesson in Colab"
 
 
 def _free_port() -> int:
@@ -144,9 +144,11 @@ def test_lesson_diagram_renders_offline(lab):
         loaded = "img => img.complete && img.naturalWidth > 0"
         page.wait_for_function(loaded, arg=image.element_handle(), timeout=30_000)
         width = image.evaluate("img => img.naturalWidth")
+        link_href = page.get_by_role("link", name=COLAB_LINK).first.get_attribute("href")
     committed = (ROOT.parent / "images" / "encoder_decoder_data_flow.png").read_bytes()
     assert width == int.from_bytes(committed[16:20], "big")  # the PNG header's width: the whole image decoded
-    assert set(outside) <= {COLAB_BADGE}  # the badge is the lesson's only outside picture, and it is not needed
+    assert outside == []  # nothing from the web: the Colab link is text, not a badge image that would break offline
+    assert link_href.startswith("https://colab.research.google.com/github/")
 
 
 def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
