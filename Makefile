@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test lint images release grade clean-venv
+.PHONY: lab lab-instructor test lint images release grade clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,11 +17,20 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
-# JupyterLab starts in notebooks/ (the nbgrader course root, so its Nbgrader menu works) and opens the student
-# versions in release/. Jupyter refuses to run as root unless told: containers and CI machines often are root.
+# A learner's JupyterLab: each student version is copied once into the git-ignored work/ (an existing file is never
+# overwritten, so `make release`, nbgrader and `git pull` never touch a learner's work) and JupyterLab opens
+# there, without nbgrader's instructor tools (jupyter/learner/ comes first on the config path; ~/.jupyter is not
+# changed). Jupyter refuses to run as root unless told: containers and CI machines often are root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+LEARNER_CONFIG := $(CURDIR)/jupyter/learner$(if $(JUPYTER_CONFIG_PATH),:$(JUPYTER_CONFIG_PATH))
+WORK ?= $(CURDIR)/work
 lab: $(STAMP)
-	cd notebooks && ../$(VENV)/bin/jupyter lab --ServerApp.default_url=/lab/tree/release $(LAB_ARGS)
+	$(PY) -m course_lib.workflow.workspace "$(WORK)"
+	cd "$(WORK)" && JUPYTER_CONFIG_PATH="$(LEARNER_CONFIG)" $(CURDIR)/$(VENV)/bin/jupyter lab $(LAB_ARGS)
+
+# An instructor's JupyterLab: in notebooks/ (the nbgrader course root), with nbgrader's extensions.
+lab-instructor: $(STAMP)
+	cd notebooks && ../$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
 # Two workers (CI has 2 cores); the 12 slowest tests are listed at the end, to see where CI's time goes.
 test: $(STAMP)

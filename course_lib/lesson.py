@@ -1,8 +1,9 @@
 """Helpers the lesson notebooks call: the set-up cell's `start_lesson` and the last cell's self-grading.
 
 Lesson 00 explains both. Nothing here changes global state beyond what a notebook's first cell should do:
-seeding torch's default generator so the lesson's printed numbers are reproducible, and choosing altair's
-offline renderer.
+seeding torch's default generator so the lesson's printed numbers are reproducible, choosing altair's
+offline renderer, and (in a Jupyter kernel, outside nbgrader) letting a failing visible check show its message
+without stopping "Run All Cells" (`course_lib.grading.kit.notebook`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
 
     torch.manual_seed(seed)
     _use_offline_charts()
+    if not autograding():  # a learner's kernel: a failing visible check shows its message, Run All goes on
+        from course_lib.grading.kit.notebook import show_check_failures
+
+        show_check_failures()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     env = LessonEnvironment(lesson, platform.python_version(), torch.__version__, device)
     for name in data:

@@ -39,8 +39,9 @@ attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline chec
 """
 
 SAVED_AS = "my lesson 00.ipynb"
+FRESH = "fresh 00.ipynb"
 DIAGRAM_ALT = "The original transformer"  # lesson 04's encoder-decoder diagram, a data: URI in the student version
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+COLAB_LINK = "Open this lesson in Colab"
 
 
 def _free_port() -> int:
@@ -58,6 +59,7 @@ def lab(tmp_path):
     # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
     nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
     shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
+    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     server = subprocess.Popen(
@@ -144,9 +146,11 @@ def test_lesson_diagram_renders_offline(lab):
         loaded = "img => img.complete && img.naturalWidth > 0"
         page.wait_for_function(loaded, arg=image.element_handle(), timeout=30_000)
         width = image.evaluate("img => img.naturalWidth")
+        link_href = page.get_by_role("link", name=COLAB_LINK).first.get_attribute("href")
     committed = (ROOT.parent / "images" / "encoder_decoder_data_flow.png").read_bytes()
     assert width == int.from_bytes(committed[16:20], "big")  # the PNG header's width: the whole image decoded
-    assert set(outside) <= {COLAB_BADGE}  # the badge is the lesson's only outside picture, and it is not needed
+    assert outside == []  # nothing from the web: the Colab link is text, not a badge image that would break offline
+    assert link_href.startswith("https://colab.research.google.com/github/")
 
 
 def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
@@ -163,3 +167,26 @@ def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
         except Exception:
             page.screenshot(path="/tmp/lab_selfgrade.png", full_page=True)
             raise
+
+
+def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
+    """Run All in a real JupyterLab on an untouched student version: each failing check shows its message and
+    the run goes on to the last cell, whose self-grade gives the unfinished exercises 0."""
+    with _browser() as page:
+        page.goto(f"{lab}/lab/tree/{quote(FRESH)}")
+        page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        # the menu's entry (lesson 00's text names it too)
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        report = page.get_by_text("Lesson 00_welcome: 0 / 9 points").first
+        try:
+            report.wait_for(timeout=240_000)
+        except Exception:
+            page.screenshot(path="/tmp/lab_run_all.png", full_page=True)
+            raise
+        # JupyterLab renders only the cells in view, so the checks' messages are read from the report, which
+        # the last cell shows only if Run All got past every failing check (nbclient's test reads each one).
+        table = page.locator(".jp-RenderedMarkdown", has_text="Lesson 00_welcome: 0 / 9 points").first.inner_text()
+    for exercise in ("count_characters", "next_token_pairs", "normalize_rows"):
+        assert f"{exercise}\t0 / 3\t{exercise}" in table and "not written yet" in table, table

@@ -1,12 +1,15 @@
-"""The README's first command: `make lab` starts JupyterLab on the course, with nbgrader's extension working."""
+"""The README's first command: `make lab` opens the learner's copies of the lessons in work/, without nbgrader's
+instructor tools; `make lab-instructor` opens the nbgrader course root with them."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,10 +17,12 @@ import pytest
 from tests.nbtools import LESSONS, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not (ROOT / ".venv" / ".installed").exists(), reason="needs the Makefile's .venv (make test)"),
 ]
+FORMGRADER_LOADED = "nbgrader.server_extensions.formgrader | extension was successfully loaded"
 
 
 def _free_port() -> int:
@@ -26,18 +31,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_make_lab_serves_the_student_versions_with_nbgrader(tmp_path):
+@contextmanager
+def _make(target: str, log: Path, *extra: str):
+    """Run `make TARGET` with a fresh port and no token; yield (base URL, root listing) once it answers."""
     port = _free_port()
-    log = tmp_path / "lab.log"
     args = f"LAB_ARGS=--no-browser --port={port} --IdentityProvider.token= --ServerApp.password= --allow-root"
+    # a workspace of its own: JupyterLab would otherwise reopen the tabs of an earlier run (~/.jupyter)
+    args += f" --LabApp.workspaces_dir={log.parent / 'workspaces'}"
     with open(log, "w") as out:
         lab = subprocess.Popen(
-            ["make", "lab", args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            ["make", target, args, *extra], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
         for _ in range(240):
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/release", timeout=2) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/", timeout=2) as r:
                     listing = json.load(r)
                 break
             except OSError:
@@ -45,10 +53,62 @@ def test_make_lab_serves_the_student_versions_with_nbgrader(tmp_path):
                 time.sleep(0.5)
         else:
             pytest.fail(f"JupyterLab did not answer within 2 minutes:\n{log.read_text()}")
-        assert sorted(item["name"] for item in listing["content"]) == LESSONS
-        # nbgrader's server extension found the course root and its config (it logs these problems otherwise).
-        text = log.read_text()
-        assert "nbgrader.server_extensions.formgrader | extension was successfully loaded" in text
-        assert "No nbgrader_config.py file found" not in text and "not a subdirectory" not in text
+        yield f"http://127.0.0.1:{port}", sorted(item["name"] for item in listing["content"])
     finally:
         stop_process_group(lab)
+
+
+def test_make_lab_opens_the_learners_copies_without_instructor_tools(tmp_path):
+    work = tmp_path / "work"
+    mine = work / "00_welcome" / "00_welcome.ipynb"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("a learner's file: never overwritten", encoding="utf-8")
+    with _make("lab", tmp_path / "lab.log", f"WORK={work}") as (url, listing):
+        assert listing == LESSONS  # the server's root is work/: the lessons, nothing else
+        if CHROMIUM is not None:
+            _shows_lessons_and_no_nbgrader(url)
+    assert mine.read_text(encoding="utf-8") == "a learner's file: never overwritten"
+    for lesson in LESSONS[1:]:
+        copy = work / lesson / f"{lesson}.ipynb"
+        assert copy.read_bytes() == (ROOT / "notebooks" / "release" / lesson / f"{lesson}.ipynb").read_bytes()
+    text = (tmp_path / "lab.log").read_text()
+    assert "nbgrader.server_extensions" not in text, text  # no nbgrader server extension was loaded
+    assert not (ROOT / "work").exists() or (ROOT / "work").is_dir()  # WORK= was honoured; nothing else written
+
+
+def _page_text(url: str, waiting_for: str) -> tuple[list[str], str]:
+    """In headless Chromium: the file browser's names and the page's text, once `waiting_for` is listed."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(f"{url}/lab")
+            page.locator(".jp-DirListing-item", has_text=waiting_for).wait_for(timeout=90_000)
+            page.get_by_text("| Idle").or_(page.get_by_text("Launcher")).first.wait_for(timeout=60_000)
+            time.sleep(3)  # give any extension time to add its menu or report an error
+            names = page.locator(".jp-DirListing-itemName").all_inner_texts()
+            body = page.locator("body").inner_text()
+        finally:
+            browser.close()
+    return [n.strip() for n in names], body
+
+
+def _shows_lessons_and_no_nbgrader(url: str) -> None:
+    """The file browser lists the lessons; no nbgrader menu, sidebar or exchange error."""
+    names, body = _page_text(url, "04_attention")
+    assert sorted(names) == LESSONS
+    for instructor_tool in ("Nbgrader", "Create Assignment", "Error fetching courses", "Formgrader"):
+        assert instructor_tool not in body
+
+
+def test_make_lab_instructor_opens_the_course_root_with_nbgrader(tmp_path):
+    with _make("lab-instructor", tmp_path / "lab.log") as (url, listing):
+        assert {"source", "release", "nbgrader_config.py"} <= set(listing)
+        if CHROMIUM is not None:
+            assert "Nbgrader" in _page_text(url, "release")[1]  # the menu the learner's lab must not show
+    text = (tmp_path / "lab.log").read_text()
+    # nbgrader's server extension found the course root and its config (it logs these problems otherwise).
+    assert FORMGRADER_LOADED in text
+    assert "No nbgrader_config.py file found" not in text and "not a subdirectory" not in text

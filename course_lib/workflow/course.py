@@ -96,7 +96,9 @@ def _lesson_data(lesson: str) -> list[str]:
 def _colab_badge(lesson: str, url: str) -> str:
     path = re.sub(r"^https://github\.com/", "", url.rstrip("/"))
     link = f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
-    return f"{BADGE_MARKER}\n[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({link})"
+    # A text link, not Colab's badge image: offline (JupyterLab on a laptop) an image from the web shows as a
+    # broken picture with its alt text, while a link reads the same everywhere.
+    return f"{BADGE_MARKER}\n[Open this lesson in Colab]({link}) (the set-up cell below installs the course there)"
 
 
 def grade_id(cell) -> str | None:
