@@ -49,7 +49,10 @@ def test_run_all_goes_past_unfinished_exercises_and_shows_their_feedback(lesson,
     # The last cell ran too (it says self-grading is off here).
     assert "Self-grading is switched off" in str(nb.cells[-1].outputs)
 
-    # That notebook, saved as a learner would and graded by nbgrader: every unfinished exercise scores 0.
+    # That notebook, saved as a learner would and graded by nbgrader: every unfinished exercise scores 0. One lesson
+    # is enough here (an autograde costs ~40 s); the round trips grade every lesson's untouched student version.
+    if lesson != "00_welcome":
+        return
     saved = tmp_path / f"{lesson}.ipynb"
     nbformat.write(nb, saved)
     report = grade_notebook(saved, lesson)
