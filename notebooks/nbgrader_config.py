@@ -19,6 +19,7 @@ from nbgrader.preprocessors import (
 )
 
 from course_lib.workflow.nbgrader_ext import HideHiddenTestTracebacks, RestoreAndFlag, TrustedVerdicts
+from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
@@ -36,6 +37,11 @@ c.ClearOutput.enabled = True
 # their smallest configuration when NBGRADER_EXECUTION is set, so honest cells finish in seconds.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
+# Faster per submission, same grading (course_lib/workflow/startup.py): the kernel skips an unused import that
+# costs seconds, and it is stopped at once after the last cell instead of being asked to shut down and waited for
+# (its outputs are all in by then; nothing it does afterwards can reach the grade).
+c.Execute.extra_arguments = KERNEL_ARGUMENTS
+c.Execute.shutdown_kernel = "immediate"
 
 # Edited or deleted locked cells are put back before grading, and the submission is flagged
 # (RestoreAndFlag replaces nbgrader's OverwriteCells in the sanitizing step).

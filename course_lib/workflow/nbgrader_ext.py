@@ -24,13 +24,21 @@ from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
-from course_lib.workflow import manifest, trusted
+from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
 
 __all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "TrustedVerdicts", "strip_hidden_tests"]
 
 FLAG_MARKER = "course-flag: locked cells restored"
 _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+
+def _trusted():
+    """The trusted grader, imported on first use: it loads torch and every check (seconds), which nbgrader's other
+    commands (generate_assignment, generate_feedback, export, formgrader) load this module for but never need."""
+    from course_lib.workflow import trusted
+
+    return trusted
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -56,6 +64,7 @@ class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
     def preprocess(self, nb, resources):
+        trusted = _trusted()
         if trusted.available():
             trusted.prepare(Path.cwd())  # before the first submission's code runs in this process
         info = resources["nbgrader"]
@@ -148,6 +157,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
+        trusted = _trusted()
         if not trusted.available():
             self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
             return nb, resources
