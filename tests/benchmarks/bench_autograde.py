@@ -37,7 +37,11 @@ from course_lib.workflow.course import REPO_ROOT
 from tests.nbtools import ROOT, solved
 
 _STAMP = re.compile(r"^(\d+\.\d+) (.*)$")
-OLD_SETTINGS = '\n# bench_autograde "old": nbgrader\'s defaults\nc.Execute.extra_arguments = []\nc.Execute.shutdown_kernel = "graceful"\n'
+OLD_SETTINGS = """
+# bench_autograde "old": nbgrader's defaults
+c.Execute.extra_arguments = []
+c.Execute.shutdown_kernel = "graceful"
+"""
 
 
 def _run(command: list[str], args: list[str], folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
