@@ -18,7 +18,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from course_lib.workflow.nbgrader_ext import HideHiddenTestTracebacks, RestoreAndFlag, TrustedVerdicts
+from course_lib.workflow.nbgrader_ext import HideHiddenTestTracebacks, RestoreAndFlag, TrustedVerdicts, WrapLongLines
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -67,10 +67,12 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # Feedback must never show hidden tests: nbgrader 0.9's feedback exporter keeps them unless told otherwise,
-# and a failing hidden test's traceback would quote its failing line, so that is cut to the message.
+# and a failing hidden test's traceback would quote its failing line, so that is cut to the message. Long
+# messages wrap at the page's edge.
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     HideHiddenTestTracebacks,
     ClearHiddenTests,
     CSSHTMLHeaderPreprocessor,
+    WrapLongLines,
 ]

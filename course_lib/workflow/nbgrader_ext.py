@@ -11,6 +11,8 @@
   disk, and flags (with a note at the top) a submission whose interference the grader could tell.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
+- `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
+  is one long line).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
 
-__all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "TrustedVerdicts", "strip_hidden_tests"]
+__all__ = [
+    "FLAG_MARKER",
+    "HideHiddenTestTracebacks",
+    "RestoreAndFlag",
+    "TrustedVerdicts",
+    "WrapLongLines",
+    "strip_hidden_tests",
+]
 
 FLAG_MARKER = "course-flag: locked cells restored"
 _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
@@ -63,6 +72,13 @@ def _same(a: str, b: str) -> bool:
 class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
+    def report_change(self, name, attr, old, new):
+        # A student version's test cell lacks its hidden tests, so its checksum always differs from the source's:
+        # that is how it was released, not a change. Real edits are named in the note that `preprocess` writes.
+        if attr == "checksum" and name in self._hidden_cells:
+            return
+        super().report_change(name, attr, old, new)
+
     def preprocess(self, nb, resources):
         trusted = _trusted()
         if trusted.available():
@@ -76,7 +92,15 @@ class RestoreAndFlag(OverwriteCells):
                 _SourceCell(c.name, c.source, c.cell_type, bool(c.locked), c.checksum, points.get(c.name))
                 for c in source_nb.source_cells
             ]
+
         submitted = {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
+        self._hidden_cells = {  # released without their hidden tests, and submitted as released
+            c.name
+            for c in source_cells
+            if strip_hidden_tests(c.source) != c.source
+            and c.name in submitted
+            and _same(strip_hidden_tests(c.source), submitted[c.name].source)
+        }
         known = {cell.name for cell in source_cells}
         if source_cells and not known & set(submitted):
             raise ValueError(
@@ -196,6 +220,20 @@ def _output(passed: bool, exercise: str, message: str):
     return from_dict(
         {"output_type": "error", "ename": "GradingError", "evalue": text, "traceback": [f"GradingError: {text}"]}
     )
+
+
+WRAP_CSS = """
+/* course: long grading messages wrap at the page's edge (nbgrader_ext.WrapLongLines) */
+div.output_area pre, div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+"""
+
+
+class WrapLongLines(NbGraderPreprocessor):
+    """Add a style sheet to the feedback page that wraps long output lines (run after CSSHTMLHeaderPreprocessor)."""
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
+        return nb, resources
 
 
 class HideHiddenTestTracebacks(NbGraderPreprocessor):
