@@ -113,6 +113,12 @@ def kernel_parts(notebook: Path, extra: list[str], shutdown: str) -> dict[str, f
     return parts
 
 
+def copy_library(repo: Path, into: Path) -> Path:
+    shutil.copytree(repo / "course_lib", into / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    (into / "data").symlink_to(repo / "data")
+    return into
+
+
 def export_revision(revision: str, into: Path) -> Path:
     """`course_lib/` and `notebooks/nbgrader_config.py` as they were at `revision`, under `into`."""
     into.mkdir(parents=True)
@@ -137,17 +143,21 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-autograde-") as tmp:
         tmp = Path(tmp)
+        # Both paths import a copy of course_lib (PYTHONPATH), as a class does: grading restores the package it
+        # imported to how it found it, which must never be this checkout while someone is editing it.
+        library = copy_library(REPO_ROOT, tmp / "current")
+        new_env = {"PYTHONPATH": str(library)}
         old_config = tmp / "old_config.py"
         if args.baseline:
-            library = export_revision(args.baseline, tmp / "baseline")
-            old_env = {"PYTHONPATH": str(library)}
-            shutil.copy(library / "notebooks" / "nbgrader_config.py", old_config)
+            old_library = export_revision(args.baseline, tmp / "baseline")
+            old_env = {"PYTHONPATH": str(old_library)}
+            shutil.copy(old_library / "notebooks" / "nbgrader_config.py", old_config)
         else:
-            old_env = {}
+            old_env = new_env
             old_config.write_text((ROOT / "nbgrader_config.py").read_text() + OLD_SETTINGS)
         paths = {
             "old": ([sys.executable, "-m", "nbgrader"], old_config, old_env),
-            "new": ([sys.executable, "-m", "course_lib.workflow.startup"], ROOT / "nbgrader_config.py", {}),
+            "new": ([sys.executable, "-m", "course_lib.workflow.startup"], ROOT / "nbgrader_config.py", new_env),
         }
         walls: dict[str, list[float]] = {"old": [], "new": []}
         each: dict[str, list[float]] = {"old": [], "new": []}
