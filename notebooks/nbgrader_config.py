@@ -10,7 +10,6 @@ from nbgrader.preprocessors import (
     ClearHiddenTests,
     ClearOutput,
     DeduplicateIds,
-    Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
@@ -18,7 +17,13 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from course_lib.workflow.nbgrader_ext import HideHiddenTestTracebacks, RestoreAndFlag, TrustedVerdicts, WrapLongLines
+from course_lib.workflow.nbgrader_ext import (
+    HideHiddenTestTracebacks,
+    KeepGradingWhenKernelDies,
+    RestoreAndFlag,
+    TrustedVerdicts,
+    WrapLongLines,
+)
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -55,8 +60,9 @@ c.Autograde.sanitize_preprocessors = [
 
 # Verdicts are reached outside the notebook's kernel (course_lib.workflow.trusted): right after the notebook has
 # run, TrustedVerdicts replaces every test cell's outputs with the trusted result, before nbgrader scores them.
+# KeepGradingWhenKernelDies is nbgrader's Execute, except that a kernel that dies ends the run, not the grading.
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    KeepGradingWhenKernelDies,
     TrustedVerdicts,
     IgnorePattern,
     ClearMetadataPreprocessor,

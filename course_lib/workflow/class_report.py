@@ -2,7 +2,7 @@
 
 - `grades.csv`: one row per student; for each lesson in the gradebook a column per exercise (the points of its
   test cells, visible and hidden), the lesson's total, and whether the submission was flagged. A lesson the
-  student did not submit is left empty.
+  student did not submit is left empty; one nbgrader could not grade (no graded notebook) says "not graded".
 - `class_report.md`: per lesson, the submissions that could not be graded (one line each, with the reason), the
   collection notes, and for each exercise how many students lost points and the grader's most frequent messages
   (the first sentence of each, counted once per student), so an instructor sees what to re-teach.
@@ -70,6 +70,9 @@ def write_grades(course: Path, path: Path) -> Path:
                 if found is None:
                     row += [""] * (len(_exercises(lesson)) + 2)
                     continue
+                if not (course / "autograded" / student / lesson / f"{lesson}.ipynb").is_file():
+                    row += [""] * (len(_exercises(lesson)) + 1) + ["not graded"]
+                    continue
                 got, _, flagged = found
                 row += [f"{got[e]:g}" for e in _exercises(lesson)]
                 row += [f"{sum(got.values()):g}", "yes" if flagged else ""]
@@ -124,7 +127,7 @@ def write_report(course: Path, results, path: Path) -> Path:
             graded = flagged = 0
             for student in students:
                 found = _scores(gradebook, lesson, student)
-                if found is None:
+                if found is None or not (course / "autograded" / student / lesson / f"{lesson}.ipynb").is_file():
                     continue
                 graded += 1
                 got, most, is_flagged = found

@@ -151,7 +151,7 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
     assert process.stdout is not None
     for raw in process.stdout:
         match = _STAMPED.match(raw.rstrip("\n"))
-        if not match:
+        if not match or (failing is not None and match.group(3).startswith("Traceback")):
             if failing is not None and raw.strip():
                 trace.append(raw.strip())
             continue

@@ -9,6 +9,10 @@
   verdict that `course_lib.workflow.trusted` reaches outside the notebook's kernel, so nbgrader's scores,
   feedback and formgrader all show trusted results. It also puts back course files the submission changed on
   disk, and flags (with a note at the top) a submission whose interference the grader could tell.
+- `KeepGradingWhenKernelDies` (autograde): nbgrader's Execute, except that a kernel that dies (`os._exit`, a
+  segfault, the memory killer) ends the run of the notebook but not its grading: the cells it did not reach get
+  an error output, and the trusted verdicts then grade each exercise on its own, so only the exercise that killed
+  its process scores 0.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
 - `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
@@ -21,10 +25,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nbclient.exceptions import DeadKernelError
 from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 
 from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
@@ -32,6 +37,7 @@ from course_lib.workflow.course import grade_id
 __all__ = [
     "FLAG_MARKER",
     "HideHiddenTestTracebacks",
+    "KeepGradingWhenKernelDies",
     "RestoreAndFlag",
     "TrustedVerdicts",
     "WrapLongLines",
@@ -174,6 +180,26 @@ def flag_submission(info) -> None:
             return
         submission.flagged = True
         gradebook.db.commit()
+
+
+class KeepGradingWhenKernelDies(Execute):
+    """nbgrader's Execute, carrying on to grading when the kernel dies (see module docstring)."""
+
+    def preprocess(self, nb, resources=None, km=None):
+        try:
+            return super().preprocess(nb, resources, km)
+        except DeadKernelError as exc:
+            student = (resources or {}).get("nbgrader", {}).get("student")
+            self.log.warning("The kernel running %s's notebook died (%s); grading what it ran", student, exc)
+            message = "the kernel died before this cell ran (an earlier cell ended its process)"
+            for cell in nb.cells:
+                if cell.cell_type == "code" and cell.get("execution_count") is None and not cell.get("outputs"):
+                    cell.outputs = [
+                        from_dict(
+                            {"output_type": "error", "ename": "DeadKernelError", "evalue": message, "traceback": []}
+                        )
+                    ]
+            return nb, resources
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
