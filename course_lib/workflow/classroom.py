@@ -142,6 +142,18 @@ class _Progress:
             print(line, end=end, file=sys.stderr, flush=True)
 
 
+_EXCEPTION = re.compile(r"^(?:[\w]+\.)*(\w+(?:Error|Exception|Exit)): ?(.*)$")
+
+
+def _reason(trace: list[str]) -> str:
+    """One line from a logged traceback: its first exception (the cause), and the last when it is another."""
+    found = [f"{m.group(1)}: {m.group(2)}" for m in map(_EXCEPTION.match, trace) if m]
+    if not found:
+        return (trace[-1] if trace else "nbgrader could not process it")[:300]
+    text = found[0] if found[0] == found[-1] else f"{found[0]} (then {found[-1]})"
+    return text[:300]
+
+
 def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Progress, result: ClassResult):
     """Run one worker and read its log as it comes: who is graded, who failed and why (one line)."""
     process = subprocess.Popen(
@@ -156,7 +168,7 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
                 trace.append(raw.strip())
             continue
         if failing is not None:
-            result.failed[failing] = (trace[-1] if trace else "nbgrader could not process it")[:300]
+            result.failed[failing] = _reason(trace)
             failing, trace = None, []
         _, level, message = match.groups()
         started = re.match(r"Creating/updating student with ID '([^']+)'", message)
@@ -169,7 +181,7 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
         elif level == "ERROR" and message.startswith("There was an error processing assignment:"):
             failing = current
     if failing is not None:
-        result.failed[failing] = (trace[-1] if trace else "nbgrader could not process it")[:300]
+        result.failed[failing] = _reason(trace)
     process.wait()
     if current is not None:
         progress.step()
