@@ -49,6 +49,7 @@ class ClassResult:
     failed: dict[str, str] = field(default_factory=dict)  # student -> why nbgrader could not grade it
     notes: list[str] = field(default_factory=list)  # collection problems, a stale release, ...
     seconds: float = 0.0
+    each: dict[str, float] = field(default_factory=dict)  # student -> seconds nbgrader spent on the submission
 
 
 def _db_url(course: Path) -> str:
@@ -159,7 +160,7 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
     process = subprocess.Popen(
         command, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
     )
-    current, failing, trace = None, None, []
+    current, failing, trace, begun = None, None, [], 0.0
     assert process.stdout is not None
     for raw in process.stdout:
         match = _STAMPED.match(raw.rstrip("\n"))
@@ -170,14 +171,15 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
         if failing is not None:
             result.failed[failing] = _reason(trace)
             failing, trace = None, []
-        _, level, message = match.groups()
+        stamp, level, message = match.groups()
         started = re.match(r"Creating/updating student with ID '([^']+)'", message)
         if started:
             if current is not None:
                 progress.step()
-            current = started.group(1)
+            current, begun = started.group(1), float(stamp)
         elif message.startswith("Setting destination file permissions") and current is not None:
             result.graded.append(current)
+            result.each[current] = float(stamp) - begun
         elif level == "ERROR" and message.startswith("There was an error processing assignment:"):
             failing = current
     if failing is not None:

@@ -107,8 +107,9 @@ class RestoreAndFlag(OverwriteCells):
             and c.name in submitted
             and _same(strip_hidden_tests(c.source), submitted[c.name].source)
         }
-        known = {cell.name for cell in source_cells}
-        if source_cells and not known & set(submitted):
+        # Graded and answer cells only: every lesson has a `setup` and a `self_grade` cell.
+        known = {cell.name for cell in source_cells if cell.points is not None or cell.name in solution_ids}
+        if known and not known & set(submitted):
             raise ValueError(
                 f"this submission has none of the graded cells of {info['assignment']}/{info['notebook']}: "
                 "it is probably another lesson's notebook (or cells were re-created by copy and paste)"

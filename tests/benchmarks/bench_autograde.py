@@ -65,9 +65,11 @@ def build_class(folder: Path, lesson: str, students: int, path: tuple) -> None:
         nbformat.write(full, target / f"{lesson}.ipynb")
 
 
-def autograde(folder: Path, lesson: str, command: list[str], env: dict[str, str]) -> tuple[float, list[float]]:
+def autograde(
+    folder: Path, lesson: str, command: list[str], env: dict[str, str], extra: tuple | list = ()
+) -> tuple[float, list[float]]:
     """Wall seconds of one `nbgrader autograde`, and the seconds each submission took inside it."""
-    args = ["autograde", lesson, "--force", "--NbGrader.log_format=%(created).3f %(message)s"]
+    args = ["autograde", lesson, "--force", "--NbGrader.log_format=%(created).3f %(message)s", *extra]
     start = time.perf_counter()
     result = _run(command, args, folder, env)
     wall = time.perf_counter() - start
