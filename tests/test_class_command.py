@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import html
+import json
 import shutil
 from pathlib import Path
 
@@ -59,6 +60,11 @@ def graded(tmp_path_factory):
     nbformat.write(read(release_path(LESSON)), inbox / "blank.ipynb")
     nbformat.write(read(release_path(OTHER)), inbox / "wrong_lesson.ipynb")
     (inbox / "malformed.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
+    (inbox / "old_format.ipynb").write_text(nbformat.writes(full, version=3), encoding="utf-8")
+    bare = nbformat.from_dict(json.loads(nbformat.writes(full)))
+    for cell in bare.cells:
+        cell.metadata = {}
+    nbformat.write(bare, inbox / "no_metadata.ipynb")
     (inbox / "empty.ipynb").write_text("", encoding="utf-8")
     for student, answer in KILLERS.items():
         nbformat.write(with_answer(full, first, answer), inbox / f"{student}.ipynb")
@@ -108,12 +114,13 @@ def test_a_collected_submission_is_never_overwritten(graded):
 def test_every_submission_gets_one_outcome(graded):
     course, results, _, _ = graded
     (result,) = results
-    assert set(result.failed) == {"malformed", "empty", "wrong_lesson"}, result.failed
+    assert set(result.failed) == {"malformed", "empty", "wrong_lesson", "no_metadata"}, result.failed
     assert "JSON" in result.failed["malformed"]
     assert "another lesson" in result.failed["wrong_lesson"]
+    assert "re-created by copy and paste" in result.failed["no_metadata"]
     for why in result.failed.values():
         assert "\n" not in why and why
-    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "os_exit", "segfault"}
+    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "os_exit", "segfault", "old_format"}
     assert set(result.graded) == graded_now
     report = (course / "class_report.md").read_text(encoding="utf-8")
     (course.parent / "class_report_seen.md").write_text(report)  # for a person reading a failure
@@ -131,6 +138,7 @@ def test_scores_in_grades_csv(graded):
     for exercise, most in maxima.items():
         column = f"{LESSON}/{exercise}"
         assert float(grades["full"][column]) == most
+        assert float(grades["old_format"][column]) == most  # nbformat 3: read as version 4, graded as usual
         assert float(grades["blank"][column]) == 0
         for student in ("one_wrong", "renamed"):
             assert float(grades[student][column]) == (0 if exercise == name else most), (student, exercise)
