@@ -197,10 +197,12 @@ def autograde_parallel(
     groups = [students[i::workers] for i in range(workers) if students[i::workers]]
     progress = _Progress(len(students), lesson)
     start = time.monotonic()
+    everyone = set(students_to_grade(course, lesson, regrade=True))  # all submissions, graded or not
     with tempfile.TemporaryDirectory(prefix="class-workers-") as tmp:
         threads = []
         for k, group in enumerate(groups):
-            others = sorted(set(students) - set(group)) or ["-"]
+            # A worker grades its group only: nbgrader takes every submission it is not told to leave out.
+            others = sorted(everyone - set(group)) or ["-"]
             library = _library_copy(Path(tmp) / f"worker-{k}")
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(library), env.get("PYTHONPATH")) if p)
