@@ -166,3 +166,16 @@ def test_feedback_wraps_and_hides_hidden_tests(graded):
         text = html.unescape(path.read_text(encoding="utf-8"))
         assert WRAP_CSS.strip() in text
         assert "BEGIN HIDDEN TESTS" not in text and not any(line in text for line in lines)
+
+
+def test_a_later_run_grades_only_the_new_submission(graded, tmp_path):
+    """Runs last (it adds to the class): earlier submissions are neither graded again nor touched."""
+    course, _, _, _ = graded
+    before = {p: p.stat().st_mtime_ns for p in (course / "autograded").rglob("*.ipynb")}
+    inbox = tmp_path / "late"
+    inbox.mkdir()
+    nbformat.write(solved(LESSON), inbox / "late.ipynb")
+    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=15)
+    assert result.graded == ["late"] and not result.failed
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    assert _grades(course)["late"][LESSON] == f"{sum(_maxima().values()):g}"
