@@ -60,7 +60,8 @@ def graded(tmp_path_factory):
     nbformat.write(read(release_path(LESSON)), inbox / "blank.ipynb")
     nbformat.write(read(release_path(OTHER)), inbox / "wrong_lesson.ipynb")
     (inbox / "malformed.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
-    (inbox / "old_format.ipynb").write_text(nbformat.writes(full, version=3), encoding="utf-8")
+    old = nbformat.convert(nbformat.reads(nbformat.writes(full), as_version=4), 3)
+    (inbox / "old_format.ipynb").write_text(nbformat.writes(old, version=3), encoding="utf-8")
     bare = nbformat.from_dict(json.loads(nbformat.writes(full)))
     for cell in bare.cells:
         cell.metadata = {}
