@@ -6,7 +6,8 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
 2. collects submissions: `--exchange` runs `nbgrader collect`; `--from FOLDER` copies `FOLDER/<student>.ipynb`
    or `FOLDER/<student>/<any name>.ipynb` to `submitted/<student>/<lesson>/<lesson>.ipynb`. A submission already
    there is never overwritten (the new file is reported and left where it is);
-3. autogrades every submission not graded yet (all with `--regrade`) in N worker processes, each an nbgrader
+3. autogrades every submission without a graded notebook (one that failed before is tried again; all of them
+   with `--regrade`) in N worker processes, each an nbgrader
    process grading its share of the class into the one gradebook (SQLite waits for the other writer), with a
    progress line and an ETA. Each worker imports its own copy of `course_lib` (as the round-trip tests do): what
    a submission writes there is put back by that worker, never blamed on another worker's student, and never
