@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab lab-instructor test lint images release grade clean-venv
+.PHONY: lab lab-instructor test lint images release grade class nbgrader clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,16 @@ release: $(STAMP)
 # Grade your own notebook:  make grade NB=notebooks/release/01_tokenization/01_tokenization.ipynb
 grade: $(STAMP)
 	$(PY) -m course_lib grade "$(NB)"
+
+# Grade a class (instructors; see the README):  make class LESSON=04_attention FROM=path/to/submissions
+# (FROM: a folder of <student>.ipynb files or <student>/ folders; EXCHANGE=1 collects from the nbgrader exchange).
+WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
+class: $(STAMP)
+	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange)
+
+# Any nbgrader command in the course root with the course's environment:  make nbgrader ARGS="export"
+nbgrader: $(STAMP)
+	cd notebooks && ../$(PY) -m course_lib.workflow.startup $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -10,7 +10,6 @@ from nbgrader.preprocessors import (
     ClearHiddenTests,
     ClearOutput,
     DeduplicateIds,
-    Execute,
     GetGrades,
     IgnorePattern,
     LimitOutput,
@@ -18,7 +17,14 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from course_lib.workflow.nbgrader_ext import HideHiddenTestTracebacks, RestoreAndFlag, TrustedVerdicts
+from course_lib.workflow.nbgrader_ext import (
+    HideHiddenTestTracebacks,
+    KeepGradingWhenKernelDies,
+    RestoreAndFlag,
+    TrustedVerdicts,
+    WrapLongLines,
+)
+from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
@@ -36,6 +42,11 @@ c.ClearOutput.enabled = True
 # their smallest configuration when NBGRADER_EXECUTION is set, so honest cells finish in seconds.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
+# Faster per submission, same grading (course_lib/workflow/startup.py): the kernel skips an unused import that
+# costs seconds, and it is stopped at once after the last cell instead of being asked to shut down and waited for
+# (its outputs are all in by then; nothing it does afterwards can reach the grade).
+c.Execute.extra_arguments = KERNEL_ARGUMENTS
+c.Execute.shutdown_kernel = "immediate"
 
 # Edited or deleted locked cells are put back before grading, and the submission is flagged
 # (RestoreAndFlag replaces nbgrader's OverwriteCells in the sanitizing step).
@@ -49,8 +60,9 @@ c.Autograde.sanitize_preprocessors = [
 
 # Verdicts are reached outside the notebook's kernel (course_lib.workflow.trusted): right after the notebook has
 # run, TrustedVerdicts replaces every test cell's outputs with the trusted result, before nbgrader scores them.
+# KeepGradingWhenKernelDies is nbgrader's Execute, except that a kernel that dies ends the run, not the grading.
 c.Autograde.autograde_preprocessors = [
-    Execute,
+    KeepGradingWhenKernelDies,
     TrustedVerdicts,
     IgnorePattern,
     ClearMetadataPreprocessor,
@@ -61,10 +73,12 @@ c.Autograde.autograde_preprocessors = [
 ]
 
 # Feedback must never show hidden tests: nbgrader 0.9's feedback exporter keeps them unless told otherwise,
-# and a failing hidden test's traceback would quote its failing line, so that is cut to the message.
+# and a failing hidden test's traceback would quote its failing line, so that is cut to the message. Long
+# messages wrap at the page's edge.
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     HideHiddenTestTracebacks,
     ClearHiddenTests,
     CSSHTMLHeaderPreprocessor,
+    WrapLongLines,
 ]

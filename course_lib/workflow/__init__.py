@@ -5,6 +5,9 @@
 - `course`: regenerates the student versions (`make release`) and checks that they are fresh.
 - `selfgrade`: grades one notebook with nbgrader in a throw-away course (`make grade`, the last cell of a lesson).
 - `nbgrader_ext`: the preprocessors `notebooks/nbgrader_config.py` plugs into nbgrader.
+- `classroom`, `class_report`: grade a class (`python -m course_lib class`): collect, autograde in parallel
+  workers, feedback, `grades.csv` and the "what the class got wrong" report.
+- `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts.
 - `trusted`, `sandbox`, `codec`: verdicts a learner's code cannot touch — each answer runs in a process of its
   own, only plain data comes back, and the checks compare on the grader's side.
 """

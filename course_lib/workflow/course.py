@@ -151,8 +151,9 @@ def run_nbgrader(
     # nbgrader runs helper programs (alembic) and kernels by name: put this interpreter's bin folder first.
     env = dict(os.environ) | (env or {})
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    # `python -m course_lib.workflow.startup` is `python -m nbgrader` minus seconds of unused imports (startup.py).
     return subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args],
+        [sys.executable, "-m", "course_lib.workflow.startup", *args],
         cwd=cwd,
         env=env,
         capture_output=True,

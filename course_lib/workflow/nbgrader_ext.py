@@ -9,8 +9,14 @@
   verdict that `course_lib.workflow.trusted` reaches outside the notebook's kernel, so nbgrader's scores,
   feedback and formgrader all show trusted results. It also puts back course files the submission changed on
   disk, and flags (with a note at the top) a submission whose interference the grader could tell.
+- `KeepGradingWhenKernelDies` (autograde): nbgrader's Execute, except that a kernel that dies (`os._exit`, a
+  segfault, the memory killer) ends the run of the notebook but not its grading: the cells it did not reach get
+  an error output, and the trusted verdicts then grade each exercise on its own, so only the exercise that killed
+  its process scores 0.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
+- `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
+  is one long line).
 """
 
 from __future__ import annotations
@@ -19,18 +25,35 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nbclient.exceptions import DeadKernelError
 from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
-from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 
-from course_lib.workflow import manifest, trusted
+from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
 
-__all__ = ["FLAG_MARKER", "HideHiddenTestTracebacks", "RestoreAndFlag", "TrustedVerdicts", "strip_hidden_tests"]
+__all__ = [
+    "FLAG_MARKER",
+    "HideHiddenTestTracebacks",
+    "KeepGradingWhenKernelDies",
+    "RestoreAndFlag",
+    "TrustedVerdicts",
+    "WrapLongLines",
+    "strip_hidden_tests",
+]
 
 FLAG_MARKER = "course-flag: locked cells restored"
 _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+
+def _trusted():
+    """The trusted grader, imported on first use: it loads torch and every check (seconds), which nbgrader's other
+    commands (generate_assignment, generate_feedback, export, formgrader) load this module for but never need."""
+    from course_lib.workflow import trusted
+
+    return trusted
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -55,7 +78,15 @@ def _same(a: str, b: str) -> bool:
 class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
+    def report_change(self, name, attr, old, new):
+        # A student version's test cell lacks its hidden tests, so its checksum always differs from the source's:
+        # that is how it was released, not a change. Real edits are named in the note that `preprocess` writes.
+        if attr == "checksum" and name in self._hidden_cells:
+            return
+        super().report_change(name, attr, old, new)
+
     def preprocess(self, nb, resources):
+        trusted = _trusted()
         if trusted.available():
             trusted.prepare(Path.cwd())  # before the first submission's code runs in this process
         info = resources["nbgrader"]
@@ -67,9 +98,18 @@ class RestoreAndFlag(OverwriteCells):
                 _SourceCell(c.name, c.source, c.cell_type, bool(c.locked), c.checksum, points.get(c.name))
                 for c in source_nb.source_cells
             ]
+
         submitted = {grade_id(cell): cell for cell in nb.cells if grade_id(cell)}
-        known = {cell.name for cell in source_cells}
-        if source_cells and not known & set(submitted):
+        self._hidden_cells = {  # released without their hidden tests, and submitted as released
+            c.name
+            for c in source_cells
+            if strip_hidden_tests(c.source) != c.source
+            and c.name in submitted
+            and _same(strip_hidden_tests(c.source), submitted[c.name].source)
+        }
+        # Graded and answer cells only: every lesson has a `setup` and a `self_grade` cell.
+        known = {cell.name for cell in source_cells if cell.points is not None or cell.name in solution_ids}
+        if known and not known & set(submitted):
             raise ValueError(
                 f"this submission has none of the graded cells of {info['assignment']}/{info['notebook']}: "
                 "it is probably another lesson's notebook (or cells were re-created by copy and paste)"
@@ -143,11 +183,32 @@ def flag_submission(info) -> None:
         gradebook.db.commit()
 
 
+class KeepGradingWhenKernelDies(Execute):
+    """nbgrader's Execute, carrying on to grading when the kernel dies (see module docstring)."""
+
+    def preprocess(self, nb, resources=None, km=None):
+        try:
+            return super().preprocess(nb, resources, km)
+        except DeadKernelError as exc:
+            student = (resources or {}).get("nbgrader", {}).get("student")
+            self.log.warning("The kernel running %s's notebook died (%s); grading what it ran", student, exc)
+            message = "the kernel died before this cell ran (an earlier cell ended its process)"
+            for cell in nb.cells:
+                if cell.cell_type == "code" and cell.get("execution_count") is None and not cell.get("outputs"):
+                    cell.outputs = [
+                        from_dict(
+                            {"output_type": "error", "ename": "DeadKernelError", "evalue": message, "traceback": []}
+                        )
+                    ]
+            return nb, resources
+
+
 class TrustedVerdicts(NbGraderPreprocessor):
     """Test-cell outputs from trusted verdicts instead of the kernel's (see module docstring)."""
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
+        trusted = _trusted()
         if not trusted.available():
             self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
             return nb, resources
@@ -186,6 +247,20 @@ def _output(passed: bool, exercise: str, message: str):
     return from_dict(
         {"output_type": "error", "ename": "GradingError", "evalue": text, "traceback": [f"GradingError: {text}"]}
     )
+
+
+WRAP_CSS = """
+/* course: long grading messages wrap at the page's edge (nbgrader_ext.WrapLongLines) */
+div.output_area pre, div.output_subarea pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+"""
+
+
+class WrapLongLines(NbGraderPreprocessor):
+    """Add a style sheet to the feedback page that wraps long output lines (run after CSSHTMLHeaderPreprocessor)."""
+
+    def preprocess(self, nb, resources):
+        resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
+        return nb, resources
 
 
 class HideHiddenTestTracebacks(NbGraderPreprocessor):

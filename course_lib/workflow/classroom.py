@@ -1,0 +1,272 @@
+"""Grade a class: `python -m course_lib class LESSON ... [--from FOLDER | --exchange] [--workers N]`.
+
+For each lesson, in the nbgrader course root (`notebooks/` unless `--course` says otherwise):
+1. puts the lesson into the gradebook with `generate_assignment` writing into a temporary folder, so the
+   committed student version in `release/` is never replaced or deleted (it only warns when `release/` is stale);
+2. collects submissions: `--exchange` runs `nbgrader collect`; `--from FOLDER` copies `FOLDER/<student>.ipynb`
+   or `FOLDER/<student>/<any name>.ipynb` to `submitted/<student>/<lesson>/<lesson>.ipynb`. A submission already
+   there is never overwritten (the new file is reported and left where it is);
+3. autogrades every submission without a graded notebook (one that failed before is tried again; all of them
+   with `--regrade`) in N worker processes, each an nbgrader process grading its share of the class into the
+   one gradebook (SQLite waits for the other writer), with a progress line and an ETA. Each worker imports its own copy of `course_lib` (as the round-trip tests do): what
+   a submission writes there is put back by that worker, never blamed on another worker's student, and never
+   lands in the instructor's checkout;
+4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise);
+5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nbgrader.api import Gradebook
+
+from course_lib.workflow import manifest
+from course_lib.workflow.class_report import write_grades, write_report
+from course_lib.workflow.course import REPO_ROOT, CourseError, course_root, run_nbgrader
+
+__all__ = ["ClassResult", "add_to_gradebook", "autograde_parallel", "collect_folder", "grade_class"]
+
+STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
+_STAMPED = re.compile(r"^(\d+\.\d+) (\w+) (.*)$")
+_LOG_FORMAT = "--NbGrader.log_format=%(created).3f %(levelname)s %(message)s"
+
+
+@dataclass
+class ClassResult:
+    lesson: str
+    graded: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # student -> why nbgrader could not grade it
+    notes: list[str] = field(default_factory=list)  # collection problems, a stale release, ...
+    seconds: float = 0.0
+    each: dict[str, float] = field(default_factory=dict)  # student -> seconds nbgrader spent on the submission
+
+
+def _db_url(course: Path) -> str:
+    return f"sqlite:///{(course / 'gradebook.db').resolve()}"
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def add_to_gradebook(course: Path, lesson: str) -> list[str]:
+    """Record `lesson` in the gradebook from its source without touching `release/`; notes for the instructor."""
+    if not (course / "source" / lesson / f"{lesson}.ipynb").is_file():
+        raise CourseError(f"no instructor source at {course / 'source' / lesson}")
+    notes = []
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        args = ["generate_assignment", lesson, "--force", f"--CourseDirectory.release_directory={tmp}"]
+        result = run_nbgrader(args, course)
+        if result.returncode:
+            raise CourseError(f"nbgrader generate_assignment {lesson} failed:\n{_tail(result.stderr)}")
+        fresh, committed = Path(tmp) / lesson, course / "release" / lesson
+        if committed.is_dir():
+            diff = filecmp.dircmp(fresh, committed)
+            if diff.diff_files or diff.left_only:
+                notes.append("release/ differs from the source (run `make release`); grading follows the source")
+    return notes
+
+
+def collect_folder(course: Path, lesson: str, folder: Path) -> tuple[list[str], list[str]]:
+    """Copy `folder`'s submissions of `lesson` into `submitted/`; returns (students copied, notes)."""
+    if not folder.is_dir():
+        raise CourseError(f"no folder {folder}")
+    found: dict[str, Path] = {}
+    notes = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.suffix == ".ipynb":
+            found[path.stem] = path
+        elif path.is_dir():
+            notebooks = sorted(path.glob("*.ipynb"))
+            named = [p for p in notebooks if p.stem == lesson]
+            if len(named) == 1 or len(notebooks) == 1:
+                found[path.name] = (named or notebooks)[0]
+            elif notebooks:
+                notes.append(f"{path.name}: {len(notebooks)} notebooks, none named {lesson}.ipynb; not collected")
+    copied = []
+    for student, path in found.items():
+        if not STUDENT_ID.match(student):
+            notes.append(f"{path.name}: {student!r} is not a usable student id (letters, digits, . _ - @); skipped")
+            continue
+        target = course / "submitted" / student / lesson / f"{lesson}.ipynb"
+        if target.exists():
+            if not filecmp.cmp(path, target, shallow=False):
+                notes.append(f"{student}: a different submission is already in submitted/ and was kept; {path} unused")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        copied.append(student)
+    return copied, notes
+
+
+def name_students(course: Path) -> None:
+    """Students nbgrader created without a name get their id as last name (formgrader shows it then)."""
+    with Gradebook(_db_url(course)) as gradebook:
+        for student in gradebook.students:
+            if student.first_name is None and student.last_name is None:
+                student.last_name = student.id
+        gradebook.db.commit()
+
+
+def _library_copy(into: Path) -> Path:
+    """A private copy of the course package for one worker and the kernels it starts."""
+    shutil.copytree(REPO_ROOT / "course_lib", into / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    if (REPO_ROOT / "data").exists():
+        (into / "data").symlink_to(REPO_ROOT / "data")
+    return into
+
+
+class _Progress:
+    def __init__(self, total: int, label: str):
+        self.total, self.done, self.label, self.start = total, 0, label, time.monotonic()
+        self.lock = threading.Lock()
+
+    def step(self) -> None:
+        with self.lock:
+            self.done += 1
+            elapsed = time.monotonic() - self.start
+            eta = elapsed / self.done * (self.total - self.done)
+            bar = "#" * (20 * self.done // max(self.total, 1))
+            line = f"{self.label} [{bar:<20}] {self.done}/{self.total} graded, {elapsed:.0f} s, ETA {eta:.0f} s"
+            end = "\r" if sys.stderr.isatty() and self.done < self.total else "\n"
+            print(line, end=end, file=sys.stderr, flush=True)
+
+
+_EXCEPTION = re.compile(r"^(?:[\w]+\.)*(\w+(?:Error|Exception|Exit)): ?(.*)$")
+
+
+def _reason(trace: list[str]) -> str:
+    """One line from a logged traceback: its first exception (the cause), and the last when it is another."""
+    found = [f"{m.group(1)}: {m.group(2)}" for m in map(_EXCEPTION.match, trace) if m]
+    if not found:
+        return (trace[-1] if trace else "nbgrader could not process it")[:300]
+    text = found[0] if found[0] == found[-1] else f"{found[0]} (then {found[-1]})"
+    return text[:300]
+
+
+def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Progress, result: ClassResult):
+    """Run one worker and read its log as it comes: who is graded, who failed and why (one line)."""
+    process = subprocess.Popen(
+        command, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
+    current, failing, trace, begun = None, None, [], 0.0
+    assert process.stdout is not None
+    for raw in process.stdout:
+        match = _STAMPED.match(raw.rstrip("\n"))
+        if not match or (failing is not None and match.group(3).startswith("Traceback")):
+            if failing is not None and raw.strip():
+                trace.append(raw.strip())
+            continue
+        if failing is not None:
+            result.failed[failing] = _reason(trace)
+            failing, trace = None, []
+        stamp, level, message = match.groups()
+        started = re.match(r"Creating/updating student with ID '([^']+)'", message)
+        if started:
+            if current is not None:
+                progress.step()
+            current, begun = started.group(1), float(stamp)
+        elif message.startswith("Setting destination file permissions") and current is not None:
+            result.graded.append(current)
+            result.each[current] = float(stamp) - begun
+        elif level == "ERROR" and message.startswith("There was an error processing assignment:"):
+            failing = current
+    if failing is not None:
+        result.failed[failing] = _reason(trace)
+    process.wait()
+    if current is not None:
+        progress.step()
+
+
+def autograde_parallel(
+    course: Path, lesson: str, students: list[str], workers: int = 2, timeout: int | None = None
+) -> ClassResult:
+    """Autograde `students`' submissions of `lesson` in `workers` nbgrader processes (see module docstring)."""
+    result = ClassResult(lesson)
+    groups = [students[i::workers] for i in range(workers) if students[i::workers]]
+    progress = _Progress(len(students), lesson)
+    start = time.monotonic()
+    everyone = set(students_to_grade(course, lesson, regrade=True))  # all submissions, graded or not
+    with tempfile.TemporaryDirectory(prefix="class-workers-") as tmp:
+        threads = []
+        for k, group in enumerate(groups):
+            # A worker grades its group only: nbgrader takes every submission it is not told to leave out.
+            others = sorted(everyone - set(group)) or ["-"]
+            library = _library_copy(Path(tmp) / f"worker-{k}")
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(library), env.get("PYTHONPATH")) if p)
+            env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+            command = [sys.executable, "-m", "course_lib.workflow.startup", "autograde", lesson, "--force"]
+            command += [f"--CourseDirectory.student_id_exclude={','.join(others)}", _LOG_FORMAT]
+            command += [f"--CourseDirectory.db_url={_db_url(course)}?timeout=300"]
+            if timeout:
+                command.append(f"--Execute.timeout={timeout}")
+            thread = threading.Thread(target=_follow, args=(command, course, env, progress, result))
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+    for student in students:
+        if student not in result.graded and student not in result.failed:
+            result.failed[student] = "nbgrader gave no result for this submission"
+    result.graded = [s for s in result.graded if s not in result.failed]
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def students_to_grade(course: Path, lesson: str, regrade: bool = False) -> list[str]:
+    students = sorted({p.parent.parent.name for p in (course / "submitted").glob(f"*/{lesson}/*.ipynb")})
+    if regrade:
+        return students
+    return [s for s in students if not (course / "autograded" / s / lesson).is_dir()]
+
+
+def grade_class(
+    lessons: list[str],
+    course: Path | None = None,
+    folder: Path | None = None,
+    exchange: bool = False,
+    workers: int = 2,
+    timeout: int | None = None,
+    regrade: bool = False,
+) -> list[ClassResult]:
+    """Steps 1–5 of the module docstring for each lesson; returns what happened to each."""
+    course = (course or course_root()).resolve()
+    results = []
+    for lesson in lessons:
+        try:
+            manifest.lesson(lesson)
+        except KeyError:
+            raise CourseError(f"{lesson!r} is not a lesson of this course") from None
+        notes = add_to_gradebook(course, lesson)
+        if exchange:
+            collected = run_nbgrader(["collect", lesson], course)
+            if collected.returncode:
+                notes.append(f"nbgrader collect {lesson} failed: {_tail(collected.stderr, 3)}")
+        if folder is not None:
+            copied, more = collect_folder(course, lesson, folder)
+            notes += more
+            print(f"{lesson}: collected {len(copied)} submission(s) from {folder}", file=sys.stderr)
+        students = students_to_grade(course, lesson, regrade)
+        result = autograde_parallel(course, lesson, students, max(1, workers), timeout) if students else None
+        result = result or ClassResult(lesson)
+        result.notes = notes + result.notes
+        name_students(course)
+        feedback = run_nbgrader(["generate_feedback", lesson, "--force"], course)
+        if feedback.returncode:
+            result.notes.append(f"generate_feedback failed: {_tail(feedback.stderr, 3)}")
+        results.append(result)
+    write_grades(course, course / "grades.csv")
+    write_report(course, results, course / "class_report.md")
+    return results

@@ -1,0 +1,44 @@
+"""Start-up time cut from the processes grading starts (issue 12): nothing here changes what is graded.
+
+Measured on the course machine (2 cores): importing `rfc3987_syntax` takes about 2.4 s, because it builds 38
+parsers on import. Nothing the course does needs it: `jsonschema` (pulled in by nbformat and altair) imports it
+only to check the "iri" string format, which no notebook schema and no chart of the course uses, and
+`jsonschema` carries on without that one check when the import fails. Every nbgrader process the course starts
+and every kernel that runs a submission would otherwise pay those seconds, so both skip the import:
+
+- `skip_slow_imports()` in a process we start (`course.run_nbgrader`, the class workers);
+- `KERNEL_ARGUMENTS` for the kernels nbgrader starts (`Execute.extra_arguments` in `notebooks/nbgrader_config.py`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["KERNEL_ARGUMENTS", "SLOW_OPTIONAL_IMPORTS", "skip_slow_imports"]
+
+# Optional imports of third-party packages that cost seconds and that grading never uses.
+SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
+
+_SKIP = "; ".join(f"__import__('sys').modules.setdefault({name!r}, None)" for name in SLOW_OPTIONAL_IMPORTS)
+
+# nbgrader's own default (no IPython history file) plus the skipped imports, run before the notebook's first
+# cell without binding any name in the notebook's namespace.
+KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:", f"--IPKernelApp.exec_lines={_SKIP}"]
+
+
+def skip_slow_imports() -> None:
+    """Make `import rfc3987_syntax` fail fast (ImportError) in this process; its importers treat it as optional."""
+    for name in SLOW_OPTIONAL_IMPORTS:
+        sys.modules.setdefault(name, None)
+
+
+def nbgrader_main() -> None:
+    """`nbgrader ...` (arguments from the command line) without the slow imports: what `run_nbgrader` starts."""
+    skip_slow_imports()
+    from nbgrader.apps.nbgraderapp import main
+
+    main()
+
+
+if __name__ == "__main__":
+    nbgrader_main()

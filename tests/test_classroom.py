@@ -1,0 +1,108 @@
+"""The pieces of class grading that need no nbgrader run: start-up savings, collection, the report's wording.
+
+The whole path runs through real nbgrader in tests/test_class_command.py and tests/test_nbgrader_roundtrip.py.
+"""
+
+from __future__ import annotations
+
+import runpy
+import subprocess
+import sys
+
+import nbformat
+from nbclient import NotebookClient
+
+from course_lib.workflow.class_report import exercise_of, first_sentence
+from course_lib.workflow.classroom import _reason, collect_folder
+from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
+from tests.nbtools import ROOT, release_path
+from tests.test_course import _Config
+
+
+def _python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return result.stdout.strip()
+
+
+def test_skipped_imports_fail_fast_and_notebooks_still_validate():
+    code = (
+        "from course_lib.workflow.startup import skip_slow_imports; skip_slow_imports()\n"
+        "import sys, jsonschema, nbformat\n"
+        f"nbformat.validate(nbformat.read({str(release_path('00_welcome'))!r}, as_version=4))\n"
+        f"print([sys.modules[n] for n in {SLOW_OPTIONAL_IMPORTS!r}], jsonschema.FormatChecker.checkers.get('iri'))"
+    )
+    assert _python(code) == "[None] None"
+
+
+def test_without_the_skip_the_import_happens():  # so the test above could fail
+    code = f"import sys, jsonschema\nprint(all(sys.modules.get(n) is not None for n in {SLOW_OPTIONAL_IMPORTS!r}))"
+    assert _python(code) == "True"
+
+
+def test_nbgrader_commands_that_never_grade_do_not_load_torch():
+    assert _python("import sys, course_lib.workflow.nbgrader_ext\nprint('torch' in sys.modules)") == "False"
+
+
+def test_the_kernel_skips_the_import_and_binds_no_name():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("print(__import__('sys').modules.get('rfc3987_syntax', 'absent'), 'sys' in dir())")
+    ]
+    NotebookClient(nb, kernel_name="python3", extra_arguments=list(KERNEL_ARGUMENTS), timeout=60).execute()
+    assert nb.cells[0].outputs[0]["text"].strip() == "None False"
+
+
+def test_config_keeps_grading_when_the_kernel_dies_and_wraps_feedback():
+    config = runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": _Config})["c"]
+    autograde = [p.__name__ for p in config["Autograde"]["autograde_preprocessors"]]
+    assert autograde[:2] == ["KeepGradingWhenKernelDies", "TrustedVerdicts"] and "Execute" not in autograde
+    assert "WrapLongLines" in [p.__name__ for p in config["GenerateFeedback"]["preprocessors"]]
+    assert config["Execute"]["shutdown_kernel"] == "immediate"
+    assert config["Execute"]["extra_arguments"] == KERNEL_ARGUMENTS
+
+
+def test_collect_never_overwrites_and_accepts_named_folders(tmp_path):
+    course, inbox = tmp_path / "course", tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "ann.ipynb").write_text("new", encoding="utf-8")
+    (inbox / "bob").mkdir()
+    (inbox / "bob" / "Copy of lesson.ipynb").write_text("bob's", encoding="utf-8")
+    (inbox / "cy").mkdir()
+    (inbox / "cy" / "a.ipynb").write_text("1", encoding="utf-8")
+    (inbox / "cy" / "b.ipynb").write_text("2", encoding="utf-8")
+    (inbox / "bad name.ipynb").write_text("x", encoding="utf-8")
+    (inbox / "notes.txt").write_text("not a notebook", encoding="utf-8")
+    earlier = course / "submitted" / "ann" / "L" / "L.ipynb"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("old", encoding="utf-8")
+    copied, notes = collect_folder(course, "L", inbox)
+    assert copied == ["bob"]
+    assert earlier.read_text(encoding="utf-8") == "old"
+    assert (course / "submitted" / "bob" / "L" / "L.ipynb").read_text(encoding="utf-8") == "bob's"
+    assert any(n.startswith("ann: a different submission") for n in notes)
+    assert any(n.startswith("cy: 2 notebooks") for n in notes)
+    assert any("'bad name' is not a usable student id" in n for n in notes)
+    assert (inbox / "ann.ipynb").read_text(encoding="utf-8") == "new"  # nothing is moved out of the inbox
+
+
+def test_reason_is_one_line_naming_the_cause():
+    trace = [
+        "Traceback (most recent call last):",
+        'File "x.py", line 1, in <module>',
+        "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
+        "During handling of the above exception, another exception occurred:",
+        "nbformat.reader.NotJSONError: Notebook does not appear to be JSON: ''",
+    ]
+    assert _reason(trace) == (
+        "JSONDecodeError: Expecting value: line 1 column 1 (char 0) "
+        "(then NotJSONError: Notebook does not appear to be JSON: '')"
+    )
+    assert _reason([]) == "nbgrader could not process it"
+
+
+def test_report_wording():
+    assert exercise_of("test_merge_pair_hidden", ["merge", "merge_pair"]) == "merge_pair"
+    assert exercise_of("test_other", ["merge"]) is None
+    message = "[normalize_rows] your columns sum to 1, not your rows: sum over dim=1. Got 0.5 at [0, 1]."
+    assert first_sentence(message) == "your columns sum to 1, not your rows: sum over dim=1."
+    assert first_sentence("no full stop\nsecond line") == "no full stop"
