@@ -49,10 +49,10 @@ class CharGPT(nn.Module):
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """idx: (B, T) long -> logits (B, T, V), and the mean cross-entropy against `targets` (B, T) if given."""
         _checks.tensor("idx", idx, "B, T", integer=True)
-        T = idx.shape[1]
-        if T > self.block_size:
-            raise ValueError(f"idx has T={T} positions but the model's block_size is {self.block_size}")
-        positions = torch.arange(T, device=idx.device)  # (T,)
+        n_positions = idx.shape[1]
+        if n_positions > self.block_size:
+            raise ValueError(f"idx has T={n_positions} positions but the model's block_size is {self.block_size}")
+        positions = torch.arange(n_positions, device=idx.device)  # (T,)
         x = self.drop(self.token_embedding(idx) + self.position_embedding(positions))  # (B, T, C)
         for block in self.blocks:
             x = block(x)
