@@ -9,8 +9,8 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
 3. autogrades every submission without a graded notebook (one that failed before is tried again; all of them
    with `--regrade`) in N worker processes, each an nbgrader process grading its share of the class into the
    one gradebook (SQLite waits for the other writer), with a progress line and an ETA. Each worker imports its
-   own copy of `course_lib` (as the round-trip tests do): what a submission writes there is put back by that worker, never blamed on another worker's student, and never
-   lands in the instructor's checkout;
+   own copy of `course_lib` (as the round-trip tests do): what a submission writes there is put back by that
+   worker, never blamed on another worker's student, and never lands in the instructor's checkout;
 4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise);
 5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`).
 """
