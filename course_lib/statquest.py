@@ -258,6 +258,7 @@ def train_lightning(
     model = DecoderOnlyTransformer(lr=lr)
     with tempfile.TemporaryDirectory() as root, _deterministic_restored(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")  # two sequences need no workers
+        warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's own, not ours
         trainer = L.Trainer(
             max_epochs=epochs,
             accelerator="cpu",
