@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from course_lib import statquest as ref
+from course_lib import statquest_model
 from course_lib.grading import statquest as grading
 from course_lib.grading.statquest_generate import _GENERATE_CASES, generation_case
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
@@ -48,6 +49,8 @@ def decoder_only_forward(params, token_ids):
 
 GREEDY_GENERATE = """
 import torch
+
+from course_lib.statquest import decoder_only_forward  # the lesson's other exercise, as the sandbox binds it
 
 def greedy_generate(params, prompt_ids, eos_id, max_new_tokens):
     ids = list(prompt_ids)
@@ -230,11 +233,11 @@ BORROWED = [
     ),
     wrong_answer(
         FORWARD,
-        "from course_lib import statquest as s\n\ndef decoder_only_forward(params, token_ids):\n"
+        "from course_lib import statquest_model as s\n\ndef decoder_only_forward(params, token_ids):\n"
         "    V, C = params['fc_layer.weight'].shape\n"
         "    m = s.DecoderOnlyTransformer(V, C, params['pe.pe'].shape[0])\n"
         "    m.load_state_dict(params)\n    return m(token_ids)\n",
-        ("course_lib.statquest.DecoderOnlyTransformer", "earns no points"),
+        ("course_lib.statquest_model.DecoderOnlyTransformer", "earns no points"),
         id="forward-the-reference-model",
     ),
     wrong_answer(
@@ -261,7 +264,7 @@ def test_generation_cases_end_both_ways():
 
 def test_reference_forward_is_the_models_forward():
     torch.manual_seed(0)
-    model = ref.DecoderOnlyTransformer(7, 4, 8)
+    model = statquest_model.DecoderOnlyTransformer(7, 4, 8)
     ids = torch.randint(0, 7, (3, 8))
     torch.testing.assert_close(ref.decoder_only_forward(model.state_dict(), ids), model(ids))
 

@@ -1,10 +1,7 @@
-"""Lesson 08's reference (course_lib.statquest): the dataset, the toy model against PyTorch's attention, the
-tensor-only forward pass and generation, Lightning against a plain loop, and the seed table."""
+"""Lesson 08's tensor code (course_lib.statquest): the dataset, the vocabulary, the two masks, attention against
+PyTorch's, and the errors of the tensor-only forward pass. The model and its training: test_statquest_model.py."""
 
 from __future__ import annotations
-
-import os
-import time
 
 import pytest
 import torch
@@ -46,66 +43,7 @@ def test_attention_matches_pytorch():
     assert torch.all(weights[:, 0, 1:] == 0)
 
 
-def test_model_shapes_and_forward_equal_the_tensor_version():
-    torch.manual_seed(1)
-    model = sq.DecoderOnlyTransformer()
-    inputs, _ = sq.statquest_dataset()
-    logits, weights = model(inputs, need_weights=True)
-    assert logits.shape == (2, 5, 5) and weights.shape == (2, 5, 5)
-    assert sum(p.numel() for p in model.parameters()) == 37
-    torch.testing.assert_close(sq.decoder_only_forward(model.state_dict(), inputs), logits)
-
-
-def test_model_is_causal():
-    torch.manual_seed(2)
-    model = sq.DecoderOnlyTransformer()
-    a = torch.tensor([[0, 1, 2, 4, 3]])
-    b = torch.tensor([[0, 1, 2, 0, 0]])
-    torch.testing.assert_close(model(a)[:, :3], model(b)[:, :3])
-
-
 def test_forward_refuses_sequences_longer_than_the_position_table():
-    params = sq.DecoderOnlyTransformer(max_len=4).state_dict()
+    params = {"pe.pe": torch.zeros(4, 2), "we.weight": torch.zeros(5, 2)}
     with pytest.raises(ValueError, match="5 positions; the position table has only 4"):
         sq.decoder_only_forward(params, torch.zeros(1, 5, dtype=torch.long))
-
-
-def test_greedy_generate_returns_ints_and_stops_at_eos():
-    model = sq.train_plain(seed=0)
-    params = model.state_dict()
-    for prompt in sq.PROMPTS:
-        out = sq.greedy_generate(params, sq.encode(prompt), sq.EOS_ID, 3)
-        assert out == [3, 4] and all(type(i) is int for i in out)
-    # without <EOS> as a stop, it writes its whole budget
-    assert len(sq.greedy_generate(params, sq.encode(sq.PROMPTS[0]), 99, 2)) == 2
-    with pytest.raises(ValueError, match="max_new_tokens"):
-        sq.greedy_generate(params, [0], sq.EOS_ID, 0)
-
-
-def test_lightning_and_the_plain_loop_give_the_same_weights(tmp_path, monkeypatch):
-    torch.set_num_threads(1)
-    monkeypatch.chdir(tmp_path)
-    deterministic_before = torch.are_deterministic_algorithms_enabled()
-    lit = sq.train_lightning(seed=7, progress_bar=False)
-    plain = sq.train_plain(seed=7)
-    assert list(tmp_path.iterdir()) == []  # no checkpoints, no lightning_logs
-    assert torch.are_deterministic_algorithms_enabled() == deterministic_before
-    assert lit.loss_history == plain.loss_history and len(lit.loss_history) == 60
-    for name, value in lit.state_dict().items():
-        assert torch.equal(value, plain.state_dict()[name]), name
-
-
-def test_training_is_reproducible():
-    a, b = sq.train_plain(seed=3), sq.train_plain(seed=3)
-    assert a.loss_history == b.loss_history
-
-
-def test_every_seed_of_the_table_answers_awesome_eos():
-    """The lesson's seed table: seeds 0..29, the tutorial's recipe (Adam 0.1, 30 epochs, batch 1), plain loop."""
-    torch.set_num_threads(1)
-    assert tuple(range(30)) == sq.SEEDS
-    start = time.perf_counter()
-    rows = sq.seed_table(sq.SEEDS)
-    print(f"\nseed table: {len(rows)} seeds trained in {time.perf_counter() - start:.1f} s (pid {os.getpid()})")
-    wrong = [r for r in rows if r["what is statquest"] != "awesome <EOS>" or r["statquest is what"] != "awesome <EOS>"]
-    assert wrong == []

@@ -20,22 +20,31 @@ from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, tagged_cases
 from course_lib.grading.kit.diagnose import Variant, find_mistake
 from course_lib.grading.kit.guard import check_definition
+from course_lib.position import sinusoidal_position_encoding
 
 __all__ = ["check_greedy_generate", "generation_case", "model_params"]
 
 # (V, C, max_len, prompt_len, max_new_tokens, stop_at, seed)
-_GENERATE_CASES: list = [(7, 4, 8, 3, 5, 3, 4), (7, 4, 8, 3, 5, None, 15), (5, 2, 6, 3, 3, 2, 22)]
+_GENERATE_CASES: list = [(7, 4, 8, 3, 5, 3, 2), (7, 4, 8, 3, 5, None, 8), (5, 2, 6, 3, 3, 2, 19)]
 
 
 def model_params(V: int, C: int, max_len: int, seed: int) -> dict[str, Tensor]:
-    """A state dict of `DecoderOnlyTransformer(V, C, max_len)` from a seed, attention weights scaled up so that
-    the attention pattern (and every mistake in it) changes the logits clearly."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = ref.DecoderOnlyTransformer(V, C, max_len)
-    params = {key: value.detach().clone() for key, value in model.state_dict().items()}
-    for key in ("self_attention.W_q.weight", "self_attention.W_k.weight", "self_attention.W_v.weight"):
-        params[key] = params[key] * 3.0
+    """A state dict with the keys and shapes of the toy model (`course_lib.statquest_model`) with V words, width
+    C and max_len positions: seeded normal weights, the attention's larger (std 2) so that the attention pattern,
+    and every mistake in it, changes the logits clearly; `pe.pe` the sinusoidal table."""
+    shapes = {
+        "we.weight": ((V, C), 1.0),
+        "self_attention.W_q.weight": ((C, C), 2.0),
+        "self_attention.W_k.weight": ((C, C), 2.0),
+        "self_attention.W_v.weight": ((C, C), 2.0),
+        "fc_layer.weight": ((V, C), 1.0),
+        "fc_layer.bias": ((V,), 0.5),
+    }
+    params = {
+        key: core.random_tensor(*shape, seed=seed * 10 + i, scale=scale)
+        for i, (key, (shape, scale)) in enumerate(shapes.items())
+    }
+    params["pe.pe"] = sinusoidal_position_encoding(max_len, C)  # (max_len, C)
     return params
 
 

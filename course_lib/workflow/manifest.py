@@ -179,7 +179,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "08_statquest_decoder",
         "A tiny decoder-only model",
-        modules=("statquest", "position", "attention", "plotting"),
+        modules=("statquest", "statquest_model", "position", "attention", "plotting"),
         references="course_lib.statquest",
         grader="course_lib.grading.statquest",
         exercises=_exercises(
@@ -187,7 +187,7 @@ LESSONS: tuple[Lesson, ...] = (
             "decoder_only_forward",
             "greedy_generate",
             decoder_only_forward=(
-                "course_lib.statquest.DecoderOnlyTransformer",
+                "course_lib.statquest_model.DecoderOnlyTransformer",
                 "course_lib.statquest.Attention",
                 "torch.nn.functional.scaled_dot_product_attention",
                 "torch.nn.MultiheadAttention",

@@ -9,16 +9,16 @@ from tests.claims.common import FLOAT, Break, Claim, Family, literal, number, ou
 SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
 
 DATA = "inputs, labels = ref.statquest_dataset()\nprint("
-MODEL = "untrained = ref.DecoderOnlyTransformer()"
+MODEL = "untrained = toy.DecoderOnlyTransformer()"
 MASKS = "blocked = ref.blocked_mask(T)"
 INVERTED = 'wrong = scores.masked_fill(~blocked, float("-inf"))'
 AXES = "row_dim, col_dim = 0, 1"
 FORWARD = "difference = (ref.decoder_only_forward(params, inputs) - untrained(inputs))"
-TRAIN = "model = ref.train_lightning(seed=42, epochs=30)"
-PLAIN = "plain = ref.train_plain(seed=42, epochs=30)"
+TRAIN = "model = toy.train_lightning(seed=42, epochs=30)"
+PLAIN = "plain = toy.train_plain(seed=42, epochs=30)"
 ANSWERS = "trained = {name: value.detach()"
-SEEDS = "table = pd.DataFrame(ref.seed_table(seeds))"
-ROWS = "row = ref.answer_attention(model, prompt)"
+SEEDS = "table = pd.DataFrame(toy.seed_table(seeds))"
+ROWS = "row = toy.answer_attention(model, prompt)"
 COUNTS = "column = \"<EOS> of 'what is statquest' attends to\""
 BUG = "def buggy_generate("
 FIXED = "def fixed_generate("
