@@ -109,6 +109,18 @@ def _loader() -> DataLoader:
 
 
 @contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run on one intra-op thread, then restore the number: on vectors of two numbers, splitting an operation
+    between threads costs more than it saves (seconds per run on a busy machine), and results do not change."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
 def _deterministic_restored() -> Iterator[None]:
     """Lightning's `deterministic=True` switches PyTorch's deterministic algorithms on for the process: undo it."""
     before = torch.are_deterministic_algorithms_enabled()
@@ -130,7 +142,7 @@ def train_lightning(
     _checks.positive_int("epochs", epochs)
     L.seed_everything(seed, verbose=False)
     model = DecoderOnlyTransformer(lr=lr)
-    with tempfile.TemporaryDirectory() as root, _deterministic_restored(), warnings.catch_warnings():
+    with tempfile.TemporaryDirectory() as root, _deterministic_restored(), _one_thread(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")  # two sequences need no workers
         warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's own, not ours
         trainer = L.Trainer(
@@ -160,13 +172,14 @@ def train_plain(seed: int = 42, epochs: int = 30, lr: float = 0.1) -> DecoderOnl
     model = DecoderOnlyTransformer(lr=lr)
     optimizer = model.configure_optimizers()
     model.train()
-    for _ in range(epochs):
-        for batch in _loader():
-            loss = model.loss(batch)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            model.loss_history.append(loss.item())
+    with _one_thread():
+        for _ in range(epochs):
+            for batch in _loader():
+                loss = model.loss(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                model.loss_history.append(loss.item())
     return model.eval()
 
 
