@@ -233,12 +233,17 @@ BORROWED = [
     ),
     wrong_answer(
         FORWARD,
-        "from course_lib import statquest_model as s\n\ndef decoder_only_forward(params, token_ids):\n"
-        "    V, C = params['fc_layer.weight'].shape\n"
-        "    m = s.DecoderOnlyTransformer(V, C, params['pe.pe'].shape[0])\n"
-        "    m.load_state_dict(params)\n    return m(token_ids)\n",
-        ("course_lib.statquest_model.DecoderOnlyTransformer", "earns no points"),
-        id="forward-the-reference-model",
+        "import math\nimport torch\nfrom course_lib import statquest as s\n\n"
+        "def decoder_only_forward(params, token_ids):\n"
+        "    C = params['we.weight'].shape[1]\n"
+        "    attn = s.Attention(C)\n"
+        "    attn.load_state_dict({k[15:]: v for k, v in params.items() if k.startswith('self_attention.')})\n"
+        "    T = token_ids.shape[1]\n"
+        "    x = params['we.weight'][token_ids] + params['pe.pe'][:T]\n"
+        "    h = x + attn(x, x, x, torch.ones(T, T, dtype=torch.bool).tril())\n"
+        "    return h @ params['fc_layer.weight'].T + params['fc_layer.bias']\n",
+        ("course_lib.statquest.Attention", "earns no points"),
+        id="forward-the-reference-attention",
     ),
     wrong_answer(
         GENERATE,
