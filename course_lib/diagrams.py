@@ -26,6 +26,7 @@ __all__ = [
     "transformer_block_post_ln_vs_pre_ln",
     "residual_stream",
     "encoder_decoder_data_flow",
+    "statquest_decoder",
     "DIAGRAMS",
     "save_png",
     "write_all",
@@ -314,6 +315,40 @@ def encoder_decoder_data_flow() -> Figure:
     return fig
 
 
+def statquest_decoder() -> Figure:
+    """Lesson 08's toy decoder-only model (StatQuest's): ids -> embedding + positions -> masked self-attention
+    with a residual add -> a linear layer to the five-word vocabulary. d_model = 2, one layer, one head."""
+    fig, ax = _canvas(5.6, 6.2, (-3.2, 4.2), (-0.6, 7.6))
+    small = FONT - 1
+    _tokens(ax, 0, 0.1, ["what", "is", "statquest", "<EOS>"])
+    ax.text(0, -0.45, "prompt ids (B, T)", ha="center", va="center", fontsize=small, color=INK)
+    _arrow(ax, [(0, 0.35), (0, 0.8)])
+    _box(ax, 0, 1.1, 3.0, 0.6, "Embedding  we (5 × 2)", "embed", size=small)
+    _arrow(ax, [(0, 1.4), (0, 1.85)])
+    _add(ax, 0, 2.05)
+    _box(ax, 2.6, 2.05, 1.6, 0.66, "sinusoidal\npositions pe", "embed", size=small)
+    _arrow(ax, [(1.8, 2.05), (0.2, 2.05)])
+    _arrow(ax, [(0, 2.25), (0, 2.9)])
+    _box(ax, 0, 3.3, 3.0, 0.8, "Masked self-attention\n(True = may attend)", "attention", size=small)
+    _arrow(ax, [(0, 3.7), (0, 4.3)])
+    _add(ax, 0, 4.5)
+    _arrow(ax, [(0, 2.6), (-2.0, 2.6), (-2.0, 4.5), (-0.2, 4.5)], color=STREAM, width=2.2)
+    ax.text(-2.1, 3.55, "residual", ha="right", va="center", fontsize=small, color=STREAM, rotation=90)
+    _arrow(ax, [(0, 4.7), (0, 5.2)])
+    _box(ax, 0, 5.5, 3.0, 0.6, "Linear fc_layer (2 → 5)", "output", size=small)
+    _arrow(ax, [(0, 5.8), (0, 6.3)])
+    ax.text(
+        0,
+        6.6,
+        'logits (B, T, 5): argmax at the last\nposition = next word ("awesome")',
+        ha="center",
+        va="center",
+        fontsize=small,
+        color=INK,
+    )
+    return fig
+
+
 # ------------------------------------------------------------------------------------------------------------
 # images/: `make images`
 # ------------------------------------------------------------------------------------------------------------
@@ -322,6 +357,7 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "transformer_block_post_ln_vs_pre_ln": transformer_block_post_ln_vs_pre_ln,
     "residual_stream": residual_stream,
     "encoder_decoder_data_flow": encoder_decoder_data_flow,
+    "statquest_decoder": statquest_decoder,
 }
 
 

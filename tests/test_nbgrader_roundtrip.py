@@ -138,12 +138,20 @@ ONE_WRONG = {
         "    return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))\n",
         "padding was counted in the loss",
     ),
+    "08_statquest_decoder": (
+        "statquest_dataset",
+        "import torch\n\n\ndef statquest_dataset():\n"
+        "    inputs = torch.tensor([[0, 1, 2, 4, 3], [2, 1, 0, 4, 3]])\n"
+        "    return inputs, inputs.clone()\n",
+        "labels are not shifted",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
-for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder"):
+for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
+           "statquest"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

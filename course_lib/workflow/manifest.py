@@ -176,6 +176,25 @@ LESSONS: tuple[Lesson, ...] = (
         grader="course_lib.grading.encoder_decoder",
         exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
     ),
+    Lesson(
+        "08_statquest_decoder",
+        "A tiny decoder-only model",
+        modules=("statquest", "statquest_model", "position", "attention", "plotting"),
+        references="course_lib.statquest",
+        grader="course_lib.grading.statquest",
+        exercises=_exercises(
+            "statquest_dataset",
+            "decoder_only_forward",
+            "greedy_generate",
+            # Not course_lib.statquest_model.DecoderOnlyTransformer: naming it makes the grader import Lightning
+            # before it forks each sandbox, and the forked sandboxes then die (seen under nbgrader autograde).
+            decoder_only_forward=(
+                "course_lib.statquest.Attention",
+                "torch.nn.functional.scaled_dot_product_attention",
+                "torch.nn.MultiheadAttention",
+            ),
+        ),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
