@@ -38,6 +38,7 @@ from course_lib import _checks
 
 __all__ = [
     "FAST_CPU",
+    "FAST_CPU_MODEL",
     "NANOGPT_CPU",
     "CharTrainConfig",
     "History",
@@ -123,6 +124,7 @@ class CharTrainConfig:
 NANOGPT_CPU = CharTrainConfig()
 
 # Placeholder until the benchmark (tests/benchmarks/bench_char_recipe.py) has measured the recipe.
+FAST_CPU_MODEL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "dropout": 0.0, "use_sdpa": True}  # CharGPT kwargs
 FAST_CPU = CharTrainConfig(batch_size=32, lr=3e-3, min_lr=3e-4, warmup_iters=50, lr_decay_iters=1000, max_iters=1000)
 
 
