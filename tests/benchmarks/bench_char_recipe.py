@@ -44,9 +44,9 @@ EVAL_WINDOWS = 200 * 12  # nanoGPT's eval_iters=200 batches of 12, as single win
 
 # (model keyword arguments, training configuration) of each side
 A_MODEL = dict(d_model=128, n_layers=4, n_heads=4, dropout=0.0, use_sdpa=False)
-A_CONFIG = ct.NANOGPT_CPU.replace(num_threads=1, first_eval=1000, eval_interval=250)
+A_CONFIG = ct.NANOGPT_CPU.replace(num_threads=1, first_eval=1500, eval_interval=250)
 B_MODEL = dict(ct.FAST_CPU_MODEL)
-B_CONFIG = ct.FAST_CPU.replace(num_threads=1, target_val_loss=TARGET)
+B_CONFIG = ct.FAST_CPU.replace(num_threads=1, target_val_loss=TARGET, first_eval=650, eval_interval=50)
 
 
 def load_split() -> tuple[torch.Tensor, torch.Tensor, int]:
