@@ -18,6 +18,12 @@ Clocks: `History.train_s` counts the training steps only (evaluation is paused o
 evaluation does not slow the run it measures); `History.wall_s` counts everything. The time budget is on the
 wall clock, so a lesson that asks for 20 seconds gets about 20 seconds.
 
+Typical use (lesson 09): the recipe with the lesson's own budget, a live plot from the callback:
+
+    model = CharGPT(vocab_size, FAST_CPU.block_size, **FAST_CPU_MODEL)
+    history = train_char_model(model, train_ids, FAST_CPU.replace(time_budget_s=60), val_data=val_ids,
+                               callback=lambda event: plot.update(event) if event.kind == "eval" else None)
+
 Shape legend: B batch, T time (block_size), V vocabulary, N length of an id sequence, E evaluation windows.
 """
 
@@ -124,9 +130,10 @@ class CharTrainConfig:
 NANOGPT_CPU = CharTrainConfig()
 
 # The course's CPU recipe (tests/benchmarks/bench_char_recipe.py; figures in RESULTS_char_recipe.md next to it):
-# nanoGPT's model with fused attention (use_sdpa) and one thread, 3x the peak learning rate, a schedule of
-# 1,000 steps instead of 2,000. A first probe on a loaded 2-core machine reached val 1.9117 at step 700 and
-# 1.8806 at step 800 on the benchmark's 2,400 fixed validation windows.
+# nanoGPT's model with fused attention (use_sdpa) and one thread, 3x the peak learning rate, a 1,000-step schedule.
+# Measured 2026-11-23 on a shared 2-core machine (load 6.5-10.6), 2 interleaved runs each: val <= 1.88 on 2,400
+# fixed validation windows after 850 steps in 246.7 s (median; 234.7-258.7) against 726.7 s (677.6-775.9) for
+# nanoGPT's 2,000-step configuration with the course's model: ratio 0.339. Threads 2 were 9.4x slower there.
 FAST_CPU_MODEL = {"d_model": 128, "n_layers": 4, "n_heads": 4, "dropout": 0.0, "use_sdpa": True}  # CharGPT kwargs
 FAST_CPU = CharTrainConfig(
     lr=3e-3, min_lr=3e-4, warmup_iters=50, lr_decay_iters=1000, max_iters=1000, eval_interval=50, num_threads=1

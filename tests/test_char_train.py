@@ -68,6 +68,14 @@ def test_nanogpt_preset_matches_its_readme_and_config():
     assert (c.betas, c.weight_decay, c.grad_clip) == ((0.9, 0.99), 0.1, 1.0)
 
 
+def test_fast_cpu_preset_builds_a_char_gpt_at_nanogpts_size():
+    model = CharGPT(65, ct.FAST_CPU.block_size, **ct.FAST_CPU_MODEL)
+    same_size = CharGPT(65, 64, d_model=128, n_layers=4, n_heads=4)
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in same_size.parameters())
+    assert all(block.attn.use_sdpa for block in model.blocks)
+    assert ct.FAST_CPU.lr_decay_iters <= ct.FAST_CPU.max_iters
+
+
 # ---------------------------------------------------------------------------------------------- batches
 
 

@@ -13,8 +13,8 @@ Both use nanoGPT's shakespeare_char split (the first 90% of the characters train
 fixed 2,400 validation windows of 64 characters (200 batches of 12 x 64; 153,600 predictions), drawn once with
 seed 0. Evaluation is excluded from the training clock for both (it draws no training batch and changes no
 weight, so skipping early evaluations, as `first_eval` does to save time, changes nothing measured). Both run
-with one intra-op thread: on this shared 2-core machine two threads were measured to be ~8x slower (see the
-ablation), and nanoGPT's own setting leaves the thread count to PyTorch. Runs alternate a, b, a, b, ... so that
+with one intra-op thread: on this shared 2-core machine two threads were measured to be ~12x slower per step
+(see the ablation), and nanoGPT's own setting leaves the thread count to PyTorch. Runs alternate a, b, a, b, ... so that
 both see similar load; medians are over the runs, with min-max spreads.
 
 The ablation starts from (a) and changes one thing at a time. Changes that keep the arithmetic (attention
