@@ -50,7 +50,7 @@ class CharGPT(nn.Module):
         """idx: (B, T) long -> logits (B, T, V), and the mean cross-entropy against `targets` (B, T) if given."""
         _checks.tensor("idx", idx, "B, T", integer=True)
         T = idx.shape[1]
-        if T > self.block_size:
+        if self.block_size < T:
             raise ValueError(f"idx has T={T} positions but the model's block_size is {self.block_size}")
         positions = torch.arange(T, device=idx.device)  # (T,)
         x = self.drop(self.token_embedding(idx) + self.position_embedding(positions))  # (B, T, C)
@@ -70,7 +70,7 @@ class CharGPT(nn.Module):
         """
         _checks.tensor("idx", idx, "B, T", integer=True)
         T = idx.shape[1]
-        if T > self.block_size:
+        if self.block_size < T:
             raise ValueError(f"idx has T={T} positions but the model's block_size is {self.block_size}")
         x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))  # (B, T, C)
         maps = []

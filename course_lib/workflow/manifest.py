@@ -176,6 +176,15 @@ LESSONS: tuple[Lesson, ...] = (
         grader="course_lib.grading.encoder_decoder",
         exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
     ),
+    Lesson(
+        "09_char_gpt",
+        "Shakespeare, one character at a time",
+        modules=("char_lm", "char_gpt", "blocks", "loss_plots", "plotting"),
+        references="course_lib.char_lm",
+        grader="course_lib.grading.char_lm",
+        data=("tinyshakespeare.txt",),
+        exercises=_exercises("build_char_vocab", "get_batch", "BigramLanguageModel", "sample_next_token"),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
