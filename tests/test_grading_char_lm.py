@@ -171,7 +171,7 @@ MISTAKES = [
     mistake(SAMPLE, _SCALE, "", ("temperature was not applied",), id="sample-no-temperature"),
     mistake(SAMPLE, _SCALE, "    logits = logits * temperature\n", "multiplied", id="sample-times-temperature"),
     mistake(SAMPLE, "logits < kth", "logits <= kth", "k - 1", id="sample-top-k-keeps-k-minus-1"),
-    mistake(SAMPLE, "[:, [-1]]", "[:, [top_k]]", "k + 1", id="sample-top-k-keeps-k-plus-1"),
+    mistake(SAMPLE, "topk(top_k,", "topk(top_k + 1,", "k + 1", id="sample-top-k-keeps-k-plus-1"),
     mistake(SAMPLE, "    if top_k is not None:\n", "    if False:\n", "top_k was ignored", id="sample-top-k-ignored"),
     mistake(
         SAMPLE,
