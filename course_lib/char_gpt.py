@@ -61,3 +61,22 @@ class CharGPT(nn.Module):
             return logits, None
         loss = F.cross_entropy(logits.reshape(-1, self.vocab_size), targets.reshape(-1))
         return logits, loss
+
+    @torch.no_grad()
+    def attention_maps(self, idx: Tensor) -> Tensor:
+        """The attention weights of every layer and head for `idx` (B, T): (n_layers, B, H, T, T), for plotting.
+
+        The same computation as `forward` (attention always on the explicit path, which returns its weights).
+        """
+        _checks.tensor("idx", idx, "B, T", integer=True)
+        T = idx.shape[1]
+        if self.block_size < T:
+            raise ValueError(f"idx has T={T} positions but the model's block_size is {self.block_size}")
+        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))  # (B, T, C)
+        maps = []
+        for block in self.blocks:
+            h, weights = block.attn(block.ln1(x), need_weights=True)  # (B, T, C), (B, H, T, T)
+            x = x + h
+            x = x + block.mlp(block.ln2(x))
+            maps.append(weights)
+        return torch.stack(maps)  # (n_layers, B, H, T, T)

@@ -145,13 +145,23 @@ ONE_WRONG = {
         "    return inputs, inputs.clone()\n",
         "labels are not shifted",
     ),
+    "09_char_gpt": (
+        "get_batch",
+        "import torch\n\n\n"
+        "def get_batch(data, block_size, batch_size, generator):\n"
+        "    ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)\n"
+        "    x = torch.stack([data[i : i + block_size] for i in ix])\n"
+        "    y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])\n"
+        "    return x, y\n",
+        "off by one",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
 for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
-           "statquest"):
+           "statquest", "char_lm"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -195,6 +195,15 @@ LESSONS: tuple[Lesson, ...] = (
             ),
         ),
     ),
+    Lesson(
+        "09_char_gpt",
+        "Shakespeare, one character at a time",
+        modules=("char_lm", "char_gpt", "blocks", "loss_plots", "plotting"),
+        references="course_lib.char_lm",
+        grader="course_lib.grading.char_lm",
+        data=("tinyshakespeare.txt",),
+        exercises=_exercises("build_char_vocab", "get_batch", "BigramLanguageModel", "sample_next_token"),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.

@@ -1,0 +1,259 @@
+"""Lesson 09 graders (course_lib.grading.char_lm): every known mistake has a buggy answer whose message must name
+it; the tests run through tests/grader_kit.py."""
+
+from __future__ import annotations
+
+from course_lib import char_lm as ref
+from course_lib.grading import char_lm as grading
+from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
+
+LESSON = "09_char_gpt"
+VOCAB = "build_char_vocab"
+BATCH = "get_batch"
+BIGRAM = "BigramLanguageModel"
+SAMPLE = "sample_next_token"
+
+# Right answers, written independently of course_lib.
+BUILD_CHAR_VOCAB = """
+def build_char_vocab(text):
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    itos = {i: c for c, i in stoi.items()}
+    return stoi, itos
+"""
+
+GET_BATCH = """
+import torch
+
+def get_batch(data, block_size, batch_size, generator):
+    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
+    offsets = torch.arange(block_size)
+    x = data[ix[:, None] + offsets]
+    y = data[ix[:, None] + offsets + 1]
+    return x, y
+"""
+
+BIGRAM_MODEL = """
+import torch.nn.functional as F
+from torch import nn
+
+class BigramLanguageModel(nn.Module):
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.token_embedding_table = nn.Embedding(vocab_size, vocab_size)
+
+    def forward(self, idx, targets=None):
+        logits = self.token_embedding_table(idx)
+        if targets is None:
+            return logits, None
+        B, T, V = logits.shape
+        loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))
+        return logits, loss
+"""
+
+SAMPLE_NEXT_TOKEN = """
+import torch
+
+def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
+    if temperature <= 0:
+        raise ValueError("temperature must be > 0")
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(top_k, dim=-1).values[:, [-1]]
+        logits = torch.where(logits < kth, torch.full_like(logits, float("-inf")), logits)
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+"""
+
+KIT = GraderKit(
+    LESSON,
+    grading,
+    ref,
+    {VOCAB: BUILD_CHAR_VOCAB, BATCH: GET_BATCH, BIGRAM: BIGRAM_MODEL, SAMPLE: SAMPLE_NEXT_TOKEN},
+)
+
+_CHARS = "    chars = sorted(set(text))\n"
+_STARTS = "len(data) - block_size,"
+_LOSS = "        loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))\n"
+_SCALE = "    logits = logits / temperature\n"
+_CHECK = '    if temperature <= 0:\n        raise ValueError("temperature must be > 0")\n'
+
+MISTAKES = [
+    # build_char_vocab
+    mistake(VOCAB, _CHARS, "    chars = list(dict.fromkeys(text))\n", "order of first appearance", id="vocab-unsorted"),
+    mistake(VOCAB, _CHARS, "    chars = sorted(set(text), reverse=True)\n", "in reverse", id="vocab-reversed"),
+    mistake(
+        VOCAB,
+        "enumerate(chars)}",
+        "enumerate(chars, 1)}",
+        "start at 1",
+        id="vocab-ids-from-one",
+    ),
+    mistake(VOCAB, _CHARS, "    chars = sorted(set(text.split()))\n", "holds words", id="vocab-of-words"),
+    mistake(VOCAB, _CHARS, "    chars = sorted(set(text) - {' '})\n", "spaces or newlines", id="vocab-no-spaces"),
+    mistake(VOCAB, _CHARS, "    chars = sorted(set(text.lower()))\n", "lower-cased", id="vocab-lower-case"),
+    mistake(VOCAB, "    return stoi, itos\n", "    return itos, stoi\n", "returned (itos, stoi)", id="vocab-swapped"),
+    # get_batch
+    mistake(BATCH, _STARTS, "len(data) - block_size - 1,", ("off by one", "never picked"), id="batch-never-last"),
+    mistake(BATCH, _STARTS, "len(data) - block_size + 1,", "off by one", id="batch-runs-off-the-end"),
+    mistake(BATCH, "offsets + 1]\n", "offsets]\n", "y equals x", id="batch-not-shifted"),
+    mistake(BATCH, "offsets + 1]\n", "offsets + 2]\n", "shifted by two", id="batch-shifted-by-two"),
+    mistake(BATCH, "    return x, y\n", "    return y, x\n", "swapped", id="batch-swapped"),
+    mistake(
+        BATCH,
+        "    y = data[ix[:, None] + offsets + 1]\n",
+        "    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)\n"
+        "    y = data[ix[:, None] + offsets + 1]\n",
+        "different windows",
+        id="batch-two-draws",
+    ),
+    mistake(BATCH, ", generator=generator)", ")", "without the `generator` argument", id="batch-global-rng"),
+    mistake(BATCH, "    return x, y\n", "    return x.T, y.T\n", "(block_size, batch_size)", id="batch-columns"),
+    mistake(BATCH, "    return x, y\n", "    return x.float(), y.float()\n", "dtype", id="batch-float"),
+    # BigramLanguageModel
+    mistake(
+        BIGRAM,
+        _LOSS,
+        "        loss = -F.log_softmax(logits, dim=1).gather(-1, targets[..., None]).mean()\n",
+        "wrong axis",
+        id="bigram-loss-over-time",
+    ),
+    mistake(
+        BIGRAM,
+        _LOSS,
+        "        loss = F.cross_entropy(logits.view(B * T, V), targets.T.reshape(B * T))\n",
+        "another order",
+        id="bigram-targets-transposed",
+    ),
+    mistake(
+        BIGRAM,
+        _LOSS,
+        "        loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T), reduction='sum')\n",
+        "sum",
+        id="bigram-loss-summed",
+    ),
+    mistake(
+        BIGRAM,
+        _LOSS,
+        "        loss = F.cross_entropy(logits[:, -1], targets[:, -1])\n",
+        "only the last position",
+        id="bigram-last-position-only",
+    ),
+    mistake(
+        BIGRAM,
+        _LOSS,
+        "        loss = F.cross_entropy(logits.view(B * T, V).softmax(-1), targets.view(B * T))\n",
+        "softmax was applied before",
+        id="bigram-double-softmax",
+    ),
+    mistake(
+        BIGRAM,
+        "        return logits, loss\n",
+        "        return logits.view(B * T, V), loss\n",
+        "flattened",
+        id="bigram-flat-logits",
+    ),
+    mistake(
+        BIGRAM,
+        "        if targets is None:\n            return logits, None\n",
+        "        if targets is None:\n            return logits, logits.sum() * 0\n",
+        "must be None",
+        id="bigram-loss-without-targets",
+    ),
+    mistake(
+        BIGRAM,
+        "nn.Embedding(vocab_size, vocab_size)",
+        "nn.Embedding(vocab_size, 32)",
+        "token_embedding_table.weight has shape",
+        id="bigram-narrow-table",
+    ),
+    # sample_next_token
+    mistake(SAMPLE, _SCALE, "", ("temperature was not applied",), id="sample-no-temperature"),
+    mistake(SAMPLE, _SCALE, "    logits = logits * temperature\n", "multiplied", id="sample-times-temperature"),
+    mistake(SAMPLE, "logits < kth", "logits <= kth", "k - 1", id="sample-top-k-keeps-k-minus-1"),
+    mistake(SAMPLE, "topk(top_k,", "topk(top_k + 1,", "k + 1", id="sample-top-k-keeps-k-plus-1"),
+    mistake(SAMPLE, "    if top_k is not None:\n", "    if False:\n", "top_k was ignored", id="sample-top-k-ignored"),
+    mistake(
+        SAMPLE,
+        "    return torch.multinomial(probs, 1, generator=generator)\n",
+        "    return probs.argmax(-1, keepdim=True)\n",
+        "argmax",
+        id="sample-argmax",
+    ),
+    mistake(SAMPLE, ", generator=generator)", ")", "`generator` argument", id="sample-global-rng"),
+    mistake(
+        SAMPLE,
+        "    return torch.multinomial(probs, 1, generator=generator)\n",
+        "    return torch.multinomial(probs, 1, generator=generator)[:, 0]\n",
+        "keep one column",
+        id="sample-squeezed",
+    ),
+    mistake(SAMPLE, _CHECK, "", ("temperature=0.0", "ValueError"), id="sample-zero-temperature-accepted"),
+    mistake(SAMPLE, _SCALE, "    logits /= temperature\n", "in place", id="sample-logits-changed-in-place"),
+    wrong_answer(
+        SAMPLE,
+        "def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):\n"
+        "    raise NotImplementedError()\n",
+        "not written yet",
+        cases=HIDDEN,
+        id="sample-unwritten-on-the-hidden-cases",
+    ),
+]
+
+# Answers that use the course's reference (called, wrapped or imported) earn nothing.
+BORROWED = [
+    wrong_answer(
+        VOCAB,
+        "from course_lib.char_lm import build_char_vocab\n",
+        ("course_lib.char_lm.build_char_vocab", "earns no points"),
+        id="vocab-the-reference-imported",
+    ),
+    wrong_answer(
+        BATCH,
+        "from course_lib import char_lm as c\n\ndef get_batch(data, block_size, batch_size, generator):\n"
+        "    return c.get_batch(data, block_size, batch_size, generator)\n",
+        ("course_lib.char_lm.get_batch", "earns no points"),
+        id="batch-calling-the-reference",
+    ),
+    wrong_answer(
+        BIGRAM,
+        "from course_lib import char_lm as c\n\nclass BigramLanguageModel(c.BigramLanguageModel):\n    pass\n",
+        ("course_lib.char_lm.BigramLanguageModel", "earns no points"),
+        id="bigram-subclassing-the-reference",
+    ),
+    wrong_answer(
+        SAMPLE,
+        "import course_lib.char_lm as c\n\ndef sample_next_token(logits, temperature=1.0, top_k=None, "
+        "generator=None):\n    return c.sample_next_token(logits, temperature, top_k, generator)\n",
+        ("course_lib.char_lm.sample_next_token", "earns no points"),
+        id="sample-calling-the-reference",
+    ),
+]
+
+
+def test_an_itos_list_is_accepted():
+    code = KIT.variant(VOCAB, "    itos = {i: c for c, i in stoi.items()}\n", "    itos = chars\n")
+    assert KIT.grade(VOCAB, code).checks == 3
+
+
+def test_a_stacked_get_batch_is_a_right_answer():
+    code = (
+        "import torch\n\ndef get_batch(data, block_size, batch_size, generator):\n"
+        "    ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)\n"
+        "    x = torch.stack([data[i:i + block_size] for i in ix])\n"
+        "    y = torch.stack([data[i + 1:i + block_size + 1] for i in ix])\n    return x, y\n"
+    )
+    assert KIT.grade(BATCH, code).checks == 3
+
+
+def test_hidden_case_messages_name_the_case_not_its_input():
+    code = KIT.variant(SAMPLE, _SCALE, "")
+    message = KIT.fails(SAMPLE, code, "<hidden case 1>", cases=KIT.hidden(SAMPLE))
+    assert "temperature=0.7" not in message and "(64, 20)" not in message
+
+
+class TestGraders(LessonGraderTests):
+    kit = KIT
+    at_least = 3
+    mistakes = MISTAKES
+    borrowed = BORROWED
