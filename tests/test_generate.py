@@ -12,15 +12,6 @@ from course_lib.generate import complete, generate, sample_next_token, top_k_fil
 from course_lib.gpt2 import GPT2, GPT2Config
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _model(seed: int = 0, **overrides) -> GPT2:
     torch.manual_seed(seed)
     return GPT2(GPT2Config.tiny(**overrides)).eval()

@@ -17,15 +17,6 @@ from course_lib.gpt2 import GPT2, GPT2Config, KVCache, gpt2_flops_per_token, gpt
 PUBLISHED = {"small": 124_439_808, "medium": 354_823_168, "large": 774_030_080, "xl": 1_557_611_200}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _meta_model(config: GPT2Config) -> GPT2:
     with torch.device("meta"):  # shapes only: even GPT-2 xl costs no memory
         return GPT2(config)

@@ -22,15 +22,6 @@ from course_lib.gpt2_weights import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny matmuls gain nothing from threads, and on a shared machine waiting threads cost seconds."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _hf_model(seed: int = 0, **sizes) -> GPT2LMHeadModel:
     sizes = {"vocab_size": 97, "n_positions": 32, "n_embd": 16, "n_layer": 2, "n_head": 2, **sizes}
     torch.manual_seed(seed)

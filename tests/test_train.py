@@ -25,16 +25,6 @@ from course_lib.train import (
 )
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine two threads spin against other processes (10x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ------------------------------------------------------------------------------------------------------------
 # cosine_lr, grad_accum_steps, estimate_mfu
 # ------------------------------------------------------------------------------------------------------------

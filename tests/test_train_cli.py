@@ -13,14 +13,6 @@ from course_lib.train_cli import build_model
 from tests.train_helpers import make_shards
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_help_lists_the_commands_and_the_settings(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["run", "--help"])
