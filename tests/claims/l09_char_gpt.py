@@ -74,7 +74,10 @@ def cg_gpt(nb):
     train, val = _losses(output(nb, GPT), "CharGPT")
     bigram_val, _ = _bigram(nb)
     require(val < bigram_val - 0.2, f"well below the bigram model: {val} vs {bigram_val}")
-    require(abs(val - train) < 0.1, f"the validation loss is close to the training loss: {val} vs {train}")
+    # "Close": no sign of memorising. The two are estimates from a few batches; with two lessons executing side by
+    # side the gap was 0.129 (val 1.950, train 1.821), so 0.1 was too tight for the noise; the break (train 1.700)
+    # still fails.
+    require(abs(val - train) < 0.2, f"the validation loss is close to the training loss: {val} vs {train}")
 
 
 def _shares(nb) -> dict[str, float]:
