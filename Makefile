@@ -39,7 +39,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check course_lib tests
 
-# Redraw the diagrams in images/ from course_lib/diagrams.py (commit the PNGs; then `make release` inlines them).
+# Redraw the diagrams in images/ from course_lib/diagrams/ (commit the PNGs; then `make release` inlines them).
 images: $(STAMP)
 	$(PY) -m course_lib.diagrams
 

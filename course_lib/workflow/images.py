@@ -47,7 +47,7 @@ def inline_images(nb: nbformat.NotebookNode, base: Path, notebook: str = "notebo
         if not png.is_file():
             raise MissingImageError(
                 f"{notebook} shows {match['path']}, but there is no file {png.resolve()}: draw it in "
-                "course_lib/diagrams.py and run `make images`, or fix the name"
+                "course_lib/diagrams/ and run `make images`, or fix the name"
             )
         count += 1
         return f"![{match['alt']}]({_data_uri(png)})"

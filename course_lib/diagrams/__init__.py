@@ -1,0 +1,73 @@
+"""Diagrams the lessons show but do not compute: pictures drawn with matplotlib, one module per group of lessons.
+
+    draw          the shared pieces (colours, boxes, arrows, residual adds)
+    architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
+    batches       lesson 09's get_batch windows
+
+Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
+committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
+of them is stale, and `make release` inlines them into the student notebooks (see course_lib/workflow/images.py).
+To add a diagram: draw it in a module here (or a new one), add it to `DIAGRAMS`, run `make images`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from course_lib.diagrams.architecture import (
+    encoder_decoder_data_flow,
+    residual_stream,
+    statquest_decoder,
+    transformer_block_post_ln_vs_pre_ln,
+)
+from course_lib.diagrams.batches import get_batch_windows
+from course_lib.diagrams.draw import COLOURS, DPI
+
+__all__ = [
+    "COLOURS",
+    "DIAGRAMS",
+    "save_png",
+    "write_all",
+    "main",
+    "transformer_block_post_ln_vs_pre_ln",
+    "residual_stream",
+    "encoder_decoder_data_flow",
+    "statquest_decoder",
+    "get_batch_windows",
+]
+
+DIAGRAMS: dict[str, Callable[[], Figure]] = {
+    "transformer_block_post_ln_vs_pre_ln": transformer_block_post_ln_vs_pre_ln,
+    "residual_stream": residual_stream,
+    "encoder_decoder_data_flow": encoder_decoder_data_flow,
+    "statquest_decoder": statquest_decoder,
+    "get_batch_windows": get_batch_windows,
+}
+
+
+def save_png(fig: Figure, path: Path) -> None:
+    """Write `fig` as the committed images are written: fixed dpi, white background, no software name."""
+    fig.savefig(path, dpi=DPI, facecolor="white", metadata={"Software": None})
+
+
+def write_all(folder: Path) -> list[Path]:
+    """Draw every diagram into `folder/<name>.png`: the same bytes for the same matplotlib (no date, no version)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, draw in DIAGRAMS.items():
+        save_png(draw(), folder / f"{name}.png")
+        paths.append(folder / f"{name}.png")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m course_lib.diagrams [FOLDER]`: write every diagram (default: the repository's images/)."""
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0]) if args else Path(__file__).resolve().parents[2] / "images"
+    for path in write_all(folder):
+        print(f"wrote {path}")
+    return 0
