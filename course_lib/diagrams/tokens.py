@@ -9,8 +9,9 @@ from course_lib.diagrams.draw import FONT, INK, arrow, box, canvas
 
 __all__ = ["tokenization_pipeline", "sliding_window", "embedding_row_pick", "PIPELINE_VOCAB", "EMBEDDING_TABLE"]
 
-# The toy vocabulary the pipeline picture uses: each piece's id is its place in this list.
-PIPELINE_VOCAB = ["<|unk|>", "the", "cat", "sat", "on", "mat", "."]
+# The toy vocabulary the pipeline picture uses, built as lesson 01's build_vocab does (sorted tokens, then the
+# two special tokens): each piece's id is its place in this list.
+PIPELINE_VOCAB = [*sorted({"the", "cat", "sat", "on", "mat", "."}), "<|endoftext|>", "<|unk|>"]
 PIPELINE_TEXT = "the cat sat on the mat."
 # The embedding table drawn in lesson 02's picture: 5 ids, 3 dimensions, one decimal (seeded, so the PNG is fixed).
 EMBEDDING_TABLE = np.round(np.random.default_rng(2).normal(size=(5, 3)), 1)
