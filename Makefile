@@ -47,7 +47,8 @@ images: $(STAMP)
 release: $(STAMP)
 	$(PY) -m course_lib release
 
-# Grade your own notebook:  make grade NB=notebooks/release/01_tokenization/01_tokenization.ipynb
+# Grade your own notebook (any path; the lesson id comes from the file name), e.g. your copy made by make lab:
+#   make grade NB=work/01_tokenization/01_tokenization.ipynb
 grade: $(STAMP)
 	$(PY) -m course_lib grade "$(NB)"
 

@@ -3,6 +3,7 @@
     draw          the shared pieces (colours, boxes, arrows, residual adds)
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
+    tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -26,6 +27,7 @@ from course_lib.diagrams.architecture import (
 )
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
+from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
     "COLOURS",
@@ -38,6 +40,9 @@ __all__ = [
     "encoder_decoder_data_flow",
     "statquest_decoder",
     "get_batch_windows",
+    "tokenization_pipeline",
+    "sliding_window",
+    "embedding_row_pick",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -46,6 +51,9 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "encoder_decoder_data_flow": encoder_decoder_data_flow,
     "statquest_decoder": statquest_decoder,
     "get_batch_windows": get_batch_windows,
+    "tokenization_pipeline": tokenization_pipeline,
+    "sliding_window": sliding_window,
+    "embedding_row_pick": embedding_row_pick,
 }
 
 
