@@ -43,3 +43,19 @@ def test_lesson_05_flop_counts_are_flops_not_multiply_adds(B, T, d_model, n_head
     with counter, torch.no_grad():
         layer(torch.randn(B, T, d_model))
     assert counter.get_total_flops() == 8 * B * T * d_model**2 + 4 * B * T**2 * d_model
+
+
+def test_no_lesson_turns_gradients_off_for_the_whole_kernel():
+    """`torch.set_grad_enabled(False)` in a set-up cell silently stops anything a learner trains later in the same
+    kernel; a lesson that needs no graph uses `torch.no_grad()` around what it computes (lesson 05 once did this)."""
+    import json
+    import re
+
+    from tests.nbtools import ROOT
+
+    offenders = []
+    for path in sorted((ROOT / "source").glob("*/*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            if cell["cell_type"] == "code" and re.search(r"set_grad_enabled\(\s*False", "".join(cell["source"])):
+                offenders.append(path.name)
+    assert not offenders, f"set_grad_enabled(False) in {offenders}"
