@@ -42,6 +42,8 @@ c.ClearOutput.enabled = True
 # their smallest configuration when NBGRADER_EXECUTION is set, so honest cells finish in seconds.
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
+# A kernel gets 3 minutes to start (nbclient's default is 1): on a loaded machine the first one can be slow.
+c.Execute.startup_timeout = 180
 # Faster per submission, same grading (course_lib/workflow/startup.py): the kernel skips an unused import that
 # costs seconds, and it is stopped at once after the last cell instead of being asked to shut down and waited for
 # (its outputs are all in by then; nothing it does afterwards can reach the grade).

@@ -243,6 +243,12 @@ def _scores(course: Path, lesson: str, student: str) -> dict[str, float]:
         return {g.name: g.score for g in nb.grades} | {"__flagged__": nb.flagged}
 
 
+def _log_of(autograde, student: str) -> str:
+    """The autograde log's lines about one student and every error line: what a failed assertion shows."""
+    lines = (autograde.stdout + autograde.stderr).splitlines()
+    return "\n".join(line for line in lines if student in line or "ERROR" in line or "Error" in line)[-6000:]
+
+
 def _max_scores(course: Path, lesson: str) -> dict[str, float]:
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return {c.name: c.max_score for c in gb.find_notebook(lesson, lesson).grade_cells}
@@ -281,7 +287,7 @@ def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(graded_cl
     name, _, words = ONE_WRONG[lesson]
     scores = _scores(course, lesson, "a_hostile")
     assert scores[f"test_{name}"] == 0 and scores[f"test_{name}_hidden"] == 0
-    assert scores["__flagged__"]
+    assert scores["__flagged__"], _log_of(autograde, "a_hostile")
     note = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb").cells[0].source
     assert FLAG_MARKER in note and "grading/__init__.py" in note and "was changed on disk" in note
     # The grader's files were put back, so the students graded after it (one_wrong) were judged honestly.

@@ -16,7 +16,7 @@ import torch
 
 from course_lib.grading.kit import codec
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import trusted
+from course_lib.workflow import sandbox, trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -106,6 +106,12 @@ HOSTILE = [
         "did not finish",
         False,
     ),
+    (
+        "hold the grader in a call into C that the alarm cannot stop",
+        "sum(range(10**15))\n",
+        "did not answer when stopped",
+        False,
+    ),
 ]
 
 
@@ -142,6 +148,7 @@ def test_reference_answers_pass_every_test_cell_of_every_lesson():
 @pytest.mark.parametrize("what, code, words, reported", HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_a_hostile_answer_earns_nothing(what, code, words, reported, full_verdicts, monkeypatch):
     monkeypatch.setattr(trusted, "DEFAULT_CALL_TIMEOUT", 3.0)  # the loop need not take the full 20 s here
+    monkeypatch.setattr(sandbox, "START_GRACE", 2.0)
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, code)
     grading = trusted.grade(nb, LESSON, only=(EXERCISE,))

@@ -219,6 +219,8 @@ class TrustedVerdicts(NbGraderPreprocessor):
             return nb, resources
         changed = trusted.restore_files()
         problems = [f"the course's file `{path}` was changed on disk; it was put back" for path in changed]
+        if problems:  # flagged now, so that the mark stands even if grading this notebook fails below
+            flag_submission(info)
         grading = trusted.grade(nb, info["assignment"])
         for cell in nb.cells:
             verdict = grading.verdicts.get(grade_id(cell))

@@ -33,6 +33,9 @@ from course_lib.grading.kit.remote import TimedOut
 __all__ = ["Ready", "Sandbox", "SandboxDied"]
 
 _HEADER = struct.Struct("!I")
+# How long past its own limit the answer cell may take to report back before its process is killed: the alarm
+# cannot stop a long call into C (`sum(range(10**12))`), and a loaded machine can be slow to fork.
+START_GRACE = 15.0
 
 
 class SandboxDied(RuntimeError):
@@ -97,7 +100,7 @@ class Sandbox:
             _child(child, preamble, bindings, source, names, references, timeout)
         child.close()
         sandbox = cls(pid, parent)
-        reply = sandbox._receive(timeout + 15)
+        reply = sandbox._receive(timeout + START_GRACE)
         return sandbox, Ready(reply["names"], reply["failure"], reply["timed_out"], reply["forbidden"])
 
     def _receive(self, timeout: float) -> Any:

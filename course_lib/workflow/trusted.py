@@ -257,14 +257,20 @@ def _grade_exercise(grading, lesson, exercise, source, tests, references) -> Non
         for name in other.names
         if hasattr(references, name)
     }
-    sandbox, ready = Sandbox.start(
-        preamble=lesson.sandbox_preamble,
-        bindings=bindings,
-        source=source,
-        names=exercise.names,
-        references=own,
-        timeout=DEFAULT_CALL_TIMEOUT,
-    )
+    try:
+        sandbox, ready = Sandbox.start(
+            preamble=lesson.sandbox_preamble,
+            bindings=bindings,
+            source=source,
+            names=exercise.names,
+            references=own,
+            timeout=DEFAULT_CALL_TIMEOUT,
+        )
+    except (SandboxDied, TimedOut) as exc:
+        # The answer cell ended its process or held it past every limit (a C call that ignores the alarm, say):
+        # that exercise scores 0, and the rest of the notebook is still graded.
+        _fail_all(grading, test_ids, exercise.name, _start_failure(exc))
+        return
     try:
         problem = _definition_problem(exercise, ready)
         if problem is not None:
@@ -275,6 +281,15 @@ def _grade_exercise(grading, lesson, exercise, source, tests, references) -> Non
             grading.verdicts[test_id] = _run_test(exercise.name, test_source, names)
     finally:
         sandbox.close()
+
+
+def _start_failure(exc: Exception) -> str:
+    if isinstance(exc, TimedOut):
+        return (
+            f"running the answer cell did not finish within {DEFAULT_CALL_TIMEOUT:g} s and did not answer when "
+            "stopped, so its process was ended. Is there a loop or a very large computation at the top level?"
+        )
+    return f"running the answer cell ended the process it ran in: {exc}."
 
 
 def _definition_problem(exercise: manifest.Exercise, ready) -> str | None:
