@@ -72,10 +72,12 @@ def attention_heatmap(
     """Heatmap of attention weights: rows are queries (`y_labels`), columns are keys (`x_labels`).
 
     Lessons 04-10. weights (q, k), (heads, q, k) or (rows, cols, q, k), e.g. (layers, heads, q, k); the two
-    grid dimensions are named by `panel_names`. altair: hover shows query, key and weight; several panels are
-    a faceted grid (`layout="grid"`) or one panel with dropdown selectors (`layout="select"`); "auto" picks
-    the grid up to 16 panels. matplotlib: one shared colour bar; returns (fig, ax) for 2-D input, (fig, axes)
-    with axes[h] for 3-D and axes[r, c] for 4-D. NaN / inf cells (e.g. masked scores) are left blank.
+    grid dimensions are named by `panel_names`. Weights that are all in [0, 1] (probabilities) are coloured on the
+    whole 0..1 scale, so near-uniform weights (0.16-0.18 everywhere) look uniform instead of stretched over the
+    colour map; anything else (raw scores) on its own finite range. altair: hover shows query, key and weight;
+    several panels are a faceted grid (`layout="grid"`) or one panel with dropdown selectors (`layout="select"`);
+    "auto" picks the grid up to 16 panels. matplotlib: one shared colour bar; returns (fig, ax) for 2-D input,
+    (fig, axes) with axes[h] for 3-D and axes[r, c] for 4-D. NaN / inf cells (e.g. masked scores) are left blank.
     """
     _checks.one_of("backend", backend, _BACKENDS)
     _checks.one_of("layout", layout, ("auto", "grid", "select"))
@@ -85,6 +87,8 @@ def attention_heatmap(
     grid = w.reshape((1,) * (4 - w.ndim) + w.shape)  # (rows, cols, q, k); 2-D -> (1, 1, q, k)
     xs, ys = _checks.labels("x_labels", x_labels, grid.shape[3]), _checks.labels("y_labels", y_labels, grid.shape[2])
     limits = _checks.finite_range("weights", grid)
+    if limits[0] >= 0.0 and limits[1] <= 1.0:  # probabilities: the full 0..1 scale, so near-uniform looks uniform
+        limits = (0.0, 1.0)
     # the grid dimensions the caller gave, as (axis of `grid`, name): none for 2-D, only heads for 3-D
     dims = [(axis, panel_names[axis]) for axis in range(4 - w.ndim, 2)]
     if backend == "matplotlib":

@@ -290,3 +290,16 @@ def test_plotting_still_offers_the_loss_curves_of_loss_plots() -> None:
     assert plotting.loss_curve is loss_plots.loss_curve
     assert plotting.LossPlot is loss_plots.LossPlot
     assert all(callable(getattr(plotting, name)) for name in plotting.__all__)
+
+
+def test_attention_weights_use_the_whole_probability_scale_and_scores_their_own_range() -> None:
+    """Near-uniform weights (an untrained layer: 0.16-0.18) are not stretched over the colour map; scores are."""
+    near_uniform = torch.full((6, 6), 1 / 6) + 0.01 * torch.rand(6, 6, generator=torch.Generator().manual_seed(0))
+    spec = plotting.attention_heatmap(near_uniform).to_dict()
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [0.0, 1.0]
+    fig, ax = plotting.attention_heatmap(near_uniform, backend="matplotlib")
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+    plt.close(fig)
+    scores = torch.tensor([[-2.0, 3.0], [0.5, float("-inf")]])
+    spec = plotting.attention_heatmap(scores).to_dict()
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [-2.0, 3.0]
