@@ -49,6 +49,17 @@ def test_self_grading_is_off_under_nbgrader_and_on_request(monkeypatch):
     assert "switched off" in lesson.grade_this_notebook("00_welcome")
 
 
+def test_a_small_run_changes_sizes_only(monkeypatch):
+    """COURSE_SMALL_RUN=1 (the Run-All test) gives the lessons' smallest settings but is not nbgrader: self-grading
+    still answers, and a failing visible check would still show its message instead of stopping Run All."""
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    assert not lesson.autograding()
+    monkeypatch.setenv("COURSE_SMALL_RUN", "1")
+    assert lesson.autograding() and not lesson._under_nbgrader()
+    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
+    assert "switched off" in lesson.grade_this_notebook("00_welcome")
+
+
 def test_the_last_cell_grades_the_saved_notebook(monkeypatch, tmp_path):
     # JupyterLab tells the kernel where its notebook is saved (JPY_SESSION_NAME); the last cell grades that file.
     import nbformat

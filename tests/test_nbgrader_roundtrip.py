@@ -1,13 +1,17 @@
 """Real nbgrader runs on temporary copies of the course (COURSE_SPEC §5).
 
-One class per lesson goes through generate_assignment → autograde → generate_feedback with these students:
-a_hostile (graded first: a wrong answer that also rewrites the grader on disk and patches it in its kernel),
-full (reference answers pasted in), blank (the student version untouched), one_wrong (one known mistake),
-tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted), loop (an answer
-cell that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). The self-grading
-command is checked on its own too. Each lesson's class runs on one xdist worker (one gradebook per class).
-The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .` would
-import the instructor's checkout, so the hostile student's write lands in a copy, never in this checkout.
+One class per lesson goes through generate_assignment → autograde → generate_feedback. Every lesson's class has
+these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
+exercise left as released, the reference answers elsewhere). The grading machinery that does not depend on the
+lesson — restoring tampered cells, containing a hostile answer, time limits, broken files — is exercised in full on
+the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also rewrites the grader on
+disk and patches it in its kernel), blank (the student version untouched), tampered (one locked test cell rewritten
+to `pass`, another deleted, the set-up cell deleted), loop (an answer cell that never finishes), malformed (not JSON)
+and wrong_lesson (another lesson's notebook). (tests/test_trusted.py grades hostile answers of every lesson, and
+every lesson's reference answers, the trusted way without nbgrader.) The self-grading command is checked on its own
+too. Each lesson's class runs on one xdist worker (one gradebook per class). The class imports its own copy of
+course_lib (PYTHONPATH), as a class installed with `pip install -e .` would import the instructor's checkout, so
+the hostile student's write lands in a copy, never in this checkout.
 """
 
 from __future__ import annotations
@@ -197,12 +201,15 @@ def _other_lesson(lesson: str) -> str:
     return next((other for other in LESSONS if other != lesson), "00_welcome")
 
 
-@pytest.fixture(
-    scope="module",
-    params=[pytest.param(lesson, marks=pytest.mark.xdist_group(f"class-{lesson}")) for lesson in LESSONS],
-)
-def graded_class(request, tmp_path_factory):
-    lesson = request.param
+# Lessons whose classes get every hostile and broken submission (the machinery is the same for every lesson).
+BATTERY = ("00_welcome", "04_attention")
+_classes: dict[str, tuple] = {}
+
+
+def _build_class(lesson: str, tmp_path_factory) -> tuple:
+    """Grade the lesson's class once per worker; both fixtures below share it."""
+    if lesson in _classes:
+        return _classes[lesson]
     course = tmp_path_factory.mktemp(f"class-{lesson}")
     library = course.parent / f"lib-{lesson}"
     shutil.copytree(ROOT.parent / "course_lib", library / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
@@ -216,25 +223,47 @@ def graded_class(request, tmp_path_factory):
     blank = read(release_path(lesson))
     full = solved(lesson)
     wrong_name, wrong_code, _ = ONE_WRONG[lesson]
-    first, second = answer_names(full)[:2]
-    tampered = nbformat.from_dict(json.loads(nbformat.writes(full)))
-    test_cell = next(c for c in tampered.cells if grade_id(c) == f"test_{first}")
-    test_cell.source = "pass  # the checks were removed"
-    tampered.cells = [c for c in tampered.cells if grade_id(c) not in (f"test_{second}", "setup")]
-    loop = with_answer(full, first, "while True:\n    pass\n")
-
-    _submit(course, "a_hostile", lesson, with_answer(full, wrong_name, wrong_code + "\n" + HOSTILE_CODE))
+    unwritten = _unwritten(lesson)
+    mixed = with_answer(full, wrong_name, wrong_code)
+    mixed = with_answer(mixed, unwritten, next(c.source for c in blank.cells if grade_id(c) == unwritten))
     _submit(course, "full", lesson, full)
-    _submit(course, "blank", lesson, blank)
-    _submit(course, "one_wrong", lesson, with_answer(full, wrong_name, wrong_code))
-    _submit(course, "tampered", lesson, tampered)
-    _submit(course, "loop", lesson, loop)
-    _submit(course, "malformed", lesson, raw="{ this is not a notebook")
-    _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
+    _submit(course, "mixed", lesson, mixed)
+    if lesson in BATTERY:
+        first, second = answer_names(full)[:2]
+        tampered = nbformat.from_dict(json.loads(nbformat.writes(full)))
+        test_cell = next(c for c in tampered.cells if grade_id(c) == f"test_{first}")
+        test_cell.source = "pass  # the checks were removed"
+        tampered.cells = [c for c in tampered.cells if grade_id(c) not in (f"test_{second}", "setup")]
+        _submit(course, "a_hostile", lesson, with_answer(full, wrong_name, wrong_code + "\n" + HOSTILE_CODE))
+        _submit(course, "blank", lesson, blank)
+        _submit(course, "tampered", lesson, tampered)
+        _submit(course, "loop", lesson, with_answer(full, first, "while True:\n    pass\n"))
+        _submit(course, "malformed", lesson, raw="{ this is not a notebook")
+        _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
 
     autograde = _nbgrader(["autograde", lesson, f"--Execute.timeout={LOOP_TIMEOUT}"], course, env)
     feedback = _nbgrader(["generate_feedback", lesson], course, env)
-    return lesson, course, autograde, feedback, library
+    _classes[lesson] = lesson, course, autograde, feedback, library
+    return _classes[lesson]
+
+
+def _unwritten(lesson: str) -> str:
+    """The exercise the mixed student leaves as released: the first one that is not the known mistake's."""
+    return next(name for name in answer_names(read(release_path(lesson))) if name != ONE_WRONG[lesson][0])
+
+
+def _class_params(lessons):
+    return [pytest.param(lesson, marks=pytest.mark.xdist_group(f"class-{lesson}")) for lesson in lessons]
+
+
+@pytest.fixture(scope="module", params=_class_params(LESSONS))
+def graded_class(request, tmp_path_factory):
+    return _build_class(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module", params=_class_params(BATTERY))
+def battery_class(request, tmp_path_factory):
+    return _build_class(request.param, tmp_path_factory)
 
 
 def _scores(course: Path, lesson: str, student: str) -> dict[str, float]:
@@ -265,40 +294,43 @@ def test_reference_answers_get_full_marks(graded_class):
     assert not scores["__flagged__"]
 
 
-def test_untouched_student_version_scores_zero(graded_class):
-    lesson, course, _, _, _ = graded_class
+def test_untouched_student_version_scores_zero(battery_class):
+    lesson, course, _, _, _ = battery_class
     scores = _scores(course, lesson, "blank")
     assert sum(v for k, v in scores.items() if k != "__flagged__") == 0
     assert "not written yet" in _feedback(course, lesson, "blank")
 
 
-def test_one_wrong_exercise_loses_exactly_its_points(graded_class):
-    lesson, course, _, _, _ = graded_class
+def test_one_wrong_and_one_unwritten_exercise_lose_exactly_their_points(graded_class):
+    lesson, course, autograde, _, _ = graded_class
     name, _, words = ONE_WRONG[lesson]
-    scores, maxima = _scores(course, lesson, "one_wrong"), _max_scores(course, lesson)
+    unwritten = _unwritten(lesson)
+    scores, maxima = _scores(course, lesson, "mixed"), _max_scores(course, lesson)
     for cell, max_score in maxima.items():
-        owner = cell in (f"test_{name}", f"test_{name}_hidden")
-        assert scores[cell] == (0 if owner else max_score), cell
-    assert words in _feedback(course, lesson, "one_wrong")
+        owner = any(cell in (f"test_{n}", f"test_{n}_hidden") for n in (name, unwritten))
+        assert scores[cell] == (0 if owner else max_score), (cell, _log_of(autograde, "mixed"))
+    assert not scores["__flagged__"]
+    feedback = _feedback(course, lesson, "mixed")
+    assert words in feedback and "not written yet" in feedback
 
 
-def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(graded_class):
-    lesson, course, autograde, _, library = graded_class
+def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(battery_class):
+    lesson, course, autograde, _, library = battery_class
     name, _, words = ONE_WRONG[lesson]
     scores = _scores(course, lesson, "a_hostile")
     assert scores[f"test_{name}"] == 0 and scores[f"test_{name}_hidden"] == 0
     assert scores["__flagged__"], _log_of(autograde, "a_hostile")
     note = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb").cells[0].source
     assert FLAG_MARKER in note and "grading/__init__.py" in note and "was changed on disk" in note
-    # The grader's files were put back, so the students graded after it (one_wrong) were judged honestly.
+    # The grader's files were put back, so the students graded after it (mixed) were judged honestly.
     original = (ROOT.parent / "course_lib" / "grading" / "__init__.py").read_text()
     assert (library / "course_lib" / "grading" / "__init__.py").read_text() == original
-    assert _scores(course, lesson, "one_wrong")[f"test_{name}"] == 0
-    assert words in _feedback(course, lesson, "one_wrong")
+    assert _scores(course, lesson, "mixed")[f"test_{name}"] == 0
+    assert words in _feedback(course, lesson, "mixed")
 
 
-def test_tampered_locked_cells_are_restored_and_flagged(graded_class):
-    lesson, course, _, _, _ = graded_class
+def test_tampered_locked_cells_are_restored_and_flagged(battery_class):
+    lesson, course, _, _, _ = battery_class
     first, second = answer_names(solved(lesson))[:2]
     scores, maxima = _scores(course, lesson, "tampered"), _max_scores(course, lesson)
     assert scores["__flagged__"]
@@ -312,19 +344,19 @@ def test_tampered_locked_cells_are_restored_and_flagged(graded_class):
     assert [grade_id(c) for c in graded.cells].count("setup") == 1
 
 
-def test_infinite_loop_times_out_and_the_class_is_still_graded(graded_class):
-    lesson, course, autograde, _, _ = graded_class
+def test_infinite_loop_times_out_and_the_class_is_still_graded(battery_class):
+    lesson, course, autograde, _, _ = battery_class
     first = answer_names(solved(lesson))[0]
     scores, maxima = _scores(course, lesson, "loop"), _max_scores(course, lesson)
     assert scores[f"test_{first}"] == 0
     others = [c for c in maxima if not c.startswith(f"test_{first}")]
     assert others and all(scores[c] == maxima[c] for c in others)
-    for student in ["full", "blank", "one_wrong", "tampered"]:
+    for student in ["full", "blank", "mixed", "tampered"]:
         assert (course / "autograded" / student / lesson / f"{lesson}.ipynb").is_file()
 
 
-def test_malformed_and_wrong_lesson_submissions_are_reported(graded_class):
-    lesson, course, autograde, _, _ = graded_class
+def test_malformed_and_wrong_lesson_submissions_are_reported(battery_class):
+    lesson, course, autograde, _, _ = battery_class
     log = autograde.stdout + autograde.stderr
     assert "malformed" in log and "not appear to be JSON" in log
     assert not (course / "autograded" / "malformed" / lesson / f"{lesson}.ipynb").exists()
@@ -346,7 +378,7 @@ def test_feedback_never_shows_hidden_tests(graded_class):
     lines = hidden_lines(lesson)
     assert lines
     files = list((course / "feedback").rglob("*.html"))
-    assert len(files) >= 5
+    assert len(files) >= (5 if lesson in BATTERY else 2)
     for path in files:
         text = html.unescape(path.read_text(encoding="utf-8"))
         assert "BEGIN HIDDEN TESTS" not in text

@@ -1,5 +1,9 @@
 """A learner's "Run All Cells" on a fresh student version: every cell runs, each unfinished exercise shows its
-feedback, and nbgrader still scores those exercises 0 (course_lib.grading.kit.notebook)."""
+feedback, and nbgrader still scores those exercises 0 (course_lib.grading.kit.notebook).
+
+The lessons run with their smallest settings here (COURSE_SMALL_RUN=1: sizes only, the learner's kernel otherwise):
+what is checked is that cells run past unfinished exercises; the full-size run of every lesson, with its claims, is
+tests/test_notebooks_execute.py."""
 
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ def _errors(cell) -> list[str]:
 
 @pytest.mark.parametrize("lesson", [pytest.param(x, marks=pytest.mark.xdist_group(f"run-all-{x}")) for x in LESSONS])
 def test_run_all_goes_past_unfinished_exercises_and_shows_their_feedback(lesson, tmp_path):
-    learner = {"COURSE_SELF_GRADE": "off", "NBGRADER_EXECUTION": None}
+    learner = {"COURSE_SELF_GRADE": "off", "NBGRADER_EXECUTION": None, "COURSE_SMALL_RUN": "1"}
     nb = _run_all(lesson, learner)  # nbclient raises CellExecutionError on a cell whose reply is an error
     exercises = [e.name for e in manifest.lesson(lesson).exercises]
     for item in manifest.lesson(lesson).exercises:
