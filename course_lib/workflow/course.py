@@ -215,12 +215,13 @@ def release(lessons: list[str] | None = None, root: Path | None = None) -> list[
     return written
 
 
-def stale_files(root: Path | None = None) -> list[str]:
-    """Files `release` would change (sources needing a refresh, student versions out of date)."""
+def stale_files(root: Path | None = None, lessons: list[str] | None = None) -> list[str]:
+    """Files `release` would change (sources needing a refresh, student versions out of date), for all lessons or
+    the ones named."""
     root = root or course_root()
     url = repo_url()
     stale = []
-    for lesson in lesson_ids(root):
+    for lesson in lessons or lesson_ids(root):
         path = root / "source" / lesson / f"{lesson}.ipynb"
         fresh = nbformat.writes(render_source(nbformat.read(path, as_version=4), lesson, url)) + "\n"
         if fresh != path.read_text(encoding="utf-8"):
