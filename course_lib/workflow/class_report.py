@@ -199,7 +199,8 @@ def write_report(course: Path, results, path: Path) -> Path:
                 if nb is not None and (found_remarks := remarks(nb, exercises)):
                     lines.append(f"- **{student}**: graded; " + "; ".join(found_remarks))
                 for exercise, messages in _messages(nb, exercises).items():
-                    said[exercise].update(messages)
+                    if got[exercise] < most[exercise]:  # what those who lost points were told
+                        said[exercise].update(messages)
             lines += [f"- note: {note}" for note in result.notes]
             if result.peak_mib:
                 lines.append(f"- note: the nbgrader processes peaked at {result.peak_mib} MiB resident (the largest)")
