@@ -313,7 +313,7 @@ def test_without_containment_damage_is_detected_flagged_and_said(uncontained):
     assert "return {}" in (course / "submitted" / "full" / LESSON / f"{LESSON}.ipynb").read_text()  # not undone
     assert _line(course, "y_attacker") == (
         "- **y_attacker**: graded; flagged: while this submission ran, `submitted/full/00_welcome/00_welcome.ipynb` "
-        "was changed (Landlock was not there to stop it)"
+        "was changed (writes were not contained)"
     )
     report = (course / "class_report.md").read_text(encoding="utf-8")
     assert "writes NOT contained (turned off (GradingLimits.contain_writes))" in report

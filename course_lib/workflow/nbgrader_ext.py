@@ -225,8 +225,8 @@ class KeepGradingWhenKernelDies(Execute):
                     ]
         for line in self._cap.report():
             self.log.warning("Output of %s's notebook cut: %s", student, line)
-        problems = [f"while this submission ran, {change} (Landlock was not there to stop it)" for change in
-                    (watch.changes() if watch else [])]  # fmt: skip
+        changes = watch.changes() if watch is not None else []
+        problems = [f"while this submission ran, {change} (writes were not contained)" for change in changes]
         if problems and info:
             nb.cells.insert(0, warning_cell(problems))
             flag_submission(info)
