@@ -53,10 +53,11 @@ grade: $(STAMP)
 	$(PY) -m course_lib grade "$(NB)"
 
 # Grade a class (instructors; see the README):  make class LESSON=04_attention FROM=path/to/submissions
-# (FROM: a folder of <student>.ipynb files or <student>/ folders; EXCHANGE=1 collects from the nbgrader exchange).
+# (FROM: a folder of <student>.ipynb files or <student>/ folders; EXCHANGE=1 collects from the nbgrader exchange;
+# MEMORY=2G: memory limit of each process running a submission, instead of nbgrader_config.py's).
 WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 class: $(STAMP)
-	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange)
+	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange) $(if $(MEMORY),--memory $(MEMORY))
 
 # Any nbgrader command in the course root with the course's environment:  make nbgrader ARGS="export"
 nbgrader: $(STAMP)

@@ -28,6 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     p_class.add_argument("--timeout", type=int, help="per-cell time limit in seconds (default: nbgrader_config.py)")
     p_class.add_argument("--regrade", action="store_true", help="grade again submissions already autograded")
     p_class.add_argument("--course", help="nbgrader course root (default: notebooks/)")
+    p_class.add_argument(
+        "--memory", help="memory limit of each process running a submission, e.g. 4G (default: nbgrader_config.py)"
+    )
+    p_class.add_argument(
+        "--no-write-containment",
+        dest="contain_writes",
+        action="store_false",
+        help="let submissions' kernels write anywhere you can (only detected, for some folders); see the README",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -44,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
 
             course = Path(args.course) if args.course else None
             folder = Path(args.folder) if args.folder else None
-            results = grade_class(args.lessons, course, folder, args.exchange, args.workers, args.timeout, args.regrade)
+            results = grade_class(
+                args.lessons, course, folder, args.exchange, args.workers, args.timeout, args.regrade,
+                args.memory, args.contain_writes,
+            )  # fmt: skip
             where = (course or course_root()).resolve()
             for result in results:
                 print(f"{result.lesson}: {len(result.graded)} graded, {len(result.failed)} could not be graded")

@@ -5,6 +5,10 @@ LMS, with broken and hostile ones among them. Two workers grade it into one grad
 release is never touched, a submission already collected is never overwritten, every submission gets one clear
 outcome (graded, or "could not be graded" with the reason in one line), a kernel that dies costs only the
 exercise that killed it, grades.csv and the "what the class got wrong" report say what the gradebook holds.
+Hostile submissions (issue 12): a memory bomb in an answer cell and one in a function the checks call (the
+per-process limit ends each, in the kernel and in the sandbox), a cell printing 100 MB (cut as it arrives), and
+cells a student added that attack the gradebook and other students' folders (Landlock refuses the writes; where
+it cannot, a second class shows what is detected instead). Each is one line of the class report.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.workflow import confine
 from course_lib.workflow.classroom import grade_class
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
-from tests.nbtools import ROOT, answer_names, hidden_lines, read, release_path, solved, with_answer
+from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class-command")]  # one class, built once
 
 LESSON = "00_welcome"
 OTHER = "01_tokenization"
@@ -33,6 +38,43 @@ KILLERS = {  # answers that end the kernel's process: only their exercise may lo
     "os_exit": "import os\nos._exit(3)\n",
     "segfault": "import ctypes\nctypes.string_at(0)\n",
 }
+MEMORY = "1G"  # per process for this class (the course's default is 4G): a bomb reaches it in a second
+MEMORY_BOMB = "hoard = []\nwhile True:\n    hoard.append(b'x' * 2**26)  # 64 MiB more, every page written\n"
+CALL_BOMB = "def next_token_pairs(ids):\n    hoard = []\n    while True:\n        hoard.append([0] * 2**24)\n"
+PRINTED = 100_000_000  # characters one answer cell prints
+GRADEBOOK_ATTACK = [  # cells a student added (no nbgrader metadata): the kernel runs them, the grader never reads them
+    "import sqlite3\n\n# the kernel runs in autograded/<student>/<lesson>/\n"
+    "gradebook = sqlite3.connect('../../../gradebook.db')\n"
+    "gradebook.execute('UPDATE grade SET manual_score = 0')  # every grade of the class to 0\ngradebook.commit()\n",
+    "open('../../../gradebook.db', 'wb').close()  # or empty the gradebook\n",
+]
+NEIGHBOURS = [
+    "submitted/full/00_welcome/00_welcome.ipynb",
+    "autograded/full/00_welcome/00_welcome.ipynb",
+    "feedback/full/00_welcome/00_welcome.html",
+    "submitted/ghost/00_welcome/00_welcome.ipynb",
+]
+NEIGHBOUR_ATTACK = (
+    "import pathlib\n\ncourse = pathlib.Path.cwd().parents[2]\nrefused = []\n"
+    f"for target in {NEIGHBOURS!r}:\n"
+    "    try:\n        (course / target).parent.mkdir(parents=True, exist_ok=True)\n"
+    "        (course / target).write_text('{}')\n"
+    "    except OSError as exc:\n        refused.append(f'{target}: {exc.strerror}')\n"
+    "if refused:\n    raise PermissionError('refused: ' + '; '.join(refused))\n"
+)
+LANDLOCK = pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
+
+
+def _with_cells(nb, sources: list[str]):
+    """`nb` with code cells added after its set-up cell, as a student may add them."""
+    nb = nbformat.from_dict(json.loads(nbformat.writes(nb)))
+    at = next(i for i, c in enumerate(nb.cells) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "setup")
+    nb.cells[at + 1 : at + 1] = [nbformat.v4.new_code_cell(source) for source in sources]
+    return nb
+
+
+def _answer(nb, name: str) -> str:
+    return next(c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == name)
 
 
 def _digest(folder: Path) -> dict[str, str]:
@@ -69,6 +111,13 @@ def graded(tmp_path_factory):
     (inbox / "empty.ipynb").write_text("", encoding="utf-8")
     for student, answer in KILLERS.items():
         nbformat.write(with_answer(full, first, answer), inbox / f"{student}.ipynb")
+    second = answer_names(full)[1]
+    nbformat.write(with_answer(full, first, MEMORY_BOMB), inbox / "memory_bomb.ipynb")
+    nbformat.write(with_answer(full, second, CALL_BOMB), inbox / "call_bomb.ipynb")
+    printer = with_answer(full, first, f"print('x' * {PRINTED:_})\n\n" + _answer(full, first))
+    nbformat.write(printer, inbox / "printer.ipynb")
+    nbformat.write(_with_cells(full, GRADEBOOK_ATTACK), inbox / "x_gradebook.ipynb")  # graded late (names sort)
+    nbformat.write(_with_cells(full, [NEIGHBOUR_ATTACK]), inbox / "x_neighbour.ipynb")
     # Already collected earlier: a different file in the inbox must not replace it.
     kept = course / "submitted" / "kept" / LESSON / f"{LESSON}.ipynb"
     kept.parent.mkdir(parents=True)
@@ -76,7 +125,7 @@ def graded(tmp_path_factory):
     kept_bytes = kept.read_bytes()
     nbformat.write(read(release_path(LESSON)), inbox / "kept.ipynb")
 
-    results = grade_class([LESSON], course, inbox, workers=2, timeout=15)
+    results = grade_class([LESSON], course, inbox, workers=2, timeout=15, memory=MEMORY)
     return course, results, release_before, kept_bytes
 
 
@@ -122,6 +171,7 @@ def test_every_submission_gets_one_outcome(graded):
     for why in result.failed.values():
         assert "\n" not in why and why
     graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "os_exit", "segfault", "old_format"}
+    graded_now |= {"memory_bomb", "call_bomb", "printer", "x_gradebook", "x_neighbour"}
     assert set(result.graded) == graded_now
     report = (course / "class_report.md").read_text(encoding="utf-8")
     (course.parent / "class_report_seen.md").write_text(report)  # for a person reading a failure
@@ -135,7 +185,7 @@ def test_scores_in_grades_csv(graded):
     course, _, _, _ = graded
     grades, maxima = _grades(course), _maxima()
     name, _, _ = ONE_WRONG[LESSON]
-    first = answer_names(solved(LESSON))[0]
+    first, second = answer_names(solved(LESSON))[:2]
     for exercise, most in maxima.items():
         column = f"{LESSON}/{exercise}"
         assert float(grades["full"][column]) == most
@@ -143,8 +193,11 @@ def test_scores_in_grades_csv(graded):
         assert float(grades["blank"][column]) == 0
         for student in ("one_wrong", "renamed"):
             assert float(grades[student][column]) == (0 if exercise == name else most), (student, exercise)
-        for student in KILLERS:  # the kernel died in the first answer cell: the rest is still graded
+        for student in [*KILLERS, "memory_bomb"]:  # the first answer cell ended its kernel or ran out of memory
             assert float(grades[student][column]) == (0 if exercise == first else most), (student, exercise)
+        assert float(grades["call_bomb"][column]) == (0 if exercise == second else most)
+        for student in ("printer", "x_gradebook", "x_neighbour"):
+            assert float(grades[student][column]) == most, (student, exercise)
     assert grades["full"][LESSON] == f"{sum(maxima.values()):g}" and grades["full"][f"{LESSON} flagged"] == ""
 
 
@@ -167,6 +220,103 @@ def test_feedback_wraps_and_hides_hidden_tests(graded):
         text = html.unescape(path.read_text(encoding="utf-8"))
         assert WRAP_CSS.strip() in text
         assert "BEGIN HIDDEN TESTS" not in text and not any(line in text for line in lines)
+
+
+def _line(course: Path, student: str) -> str:
+    """The class report's one line about `student`."""
+    report = (course / "class_report.md").read_text(encoding="utf-8")
+    found = [line for line in report.splitlines() if line.startswith(f"- **{student}**: ")]
+    assert len(found) == 1, report
+    return found[0]
+
+
+def test_memory_bombs_cost_their_exercise_only_and_are_reported(graded):
+    course, _, _, _ = graded
+    first, second = answer_names(solved(LESSON))[:2]
+    assert _line(course, "memory_bomb") == (
+        f"- **memory_bomb**: graded; ran out of memory (the limit per process) in `{first}`"
+    )
+    assert (
+        _line(course, "call_bomb")
+        == f"- **call_bomb**: graded; ran out of memory (the limit per process) in `{second}`"
+    )
+    feedback = html.unescape((course / "feedback" / "call_bomb" / LESSON / f"{LESSON}.html").read_text())
+    assert "ran out of memory (MemoryError): it allocated more than a graded answer may" in feedback
+    report = (course / "class_report.md").read_text(encoding="utf-8")
+    assert f"- note: Grading kernels: memory limit {MEMORY} per process" in report
+
+
+def test_a_cell_printing_100_mb_is_graded_and_cut(graded):
+    course, (result,), _, _ = graded
+    first = answer_names(solved(LESSON))[0]
+    notebook = course / "autograded" / "printer" / LESSON / f"{LESSON}.ipynb"
+    feedback = course / "feedback" / "printer" / LESSON / f"{LESSON}.html"
+    assert notebook.stat().st_size < 1_000_000 and feedback.stat().st_size < 1_000_000
+    printed = "".join(o.get("text", "") for c in read(notebook).cells if grade_id(c) == first for o in c.outputs)
+    assert printed == "x" * 100_000  # the first 100,000 characters (nbgrader_config.py)
+    assert _line(course, "printer") == (
+        f"- **printer**: graded; output cut in `{first}` (this cell's outputs came to {PRINTED + 1:,} characters; "
+        f"{PRINTED + 1 - 100_000:,} of them were dropped as they arrived.)"
+    )
+    # The nbgrader workers' peak memory is reported (measured figures: README, "Trusted verdicts").
+    assert result.peak_mib > 0
+    assert f"- note: the nbgrader processes peaked at {result.peak_mib} MiB" in (course / "class_report.md").read_text()
+
+
+@LANDLOCK
+def test_writes_outside_its_folder_are_refused_and_reported(graded):
+    course, _, _, _ = graded
+    submitted = read(course / "submitted" / "full" / LESSON / f"{LESSON}.ipynb")
+    assert nbformat.writes(submitted) == nbformat.writes(solved(LESSON))  # not "{}"
+    assert not (course / "submitted" / "ghost").exists()
+    assert len(read(course / "autograded" / "full" / LESSON / f"{LESSON}.ipynb").cells) > 5
+    assert "<html" in (course / "feedback" / "full" / LESSON / f"{LESSON}.html").read_text()[:2000].lower()
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # nobody's grades were set to 0
+        scores = [
+            g.manual_score for nb in gb.find_assignment(LESSON).submissions for n in nb.notebooks for g in n.grades
+        ]
+    assert scores and all(score is None for score in scores)
+    assert _line(course, "x_gradebook").startswith(
+        "- **x_gradebook**: graded; a write was refused in cell 4, cell 5 "
+        "(OperationalError: attempt to write a readonly database)"
+    )
+    line = _line(course, "x_neighbour")
+    assert line.startswith("- **x_neighbour**: graded; a write was refused in cell 4 (PermissionError: refused: ")
+    graded = read(course / "autograded" / "x_neighbour" / LESSON / f"{LESSON}.ipynb")
+    said = next(o["evalue"] for c in graded.cells for o in c.get("outputs", []) if o.get("ename") == "PermissionError")
+    assert all(f"{target}: Permission denied" in said for target in NEIGHBOURS), said
+
+
+@pytest.fixture(scope="module")
+def uncontained(tmp_path_factory):
+    """A second class graded with write containment off (as where Landlock is missing): what is detected instead."""
+    course = tmp_path_factory.mktemp("uncontained-course")
+    inbox = tmp_path_factory.mktemp("uncontained-inbox")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    shutil.copytree(ROOT / "source" / LESSON, course / "source" / LESSON)
+    full = solved(LESSON)
+    nbformat.write(full, inbox / "full.ipynb")
+    attack = (
+        "import pathlib\n\nvictim = pathlib.Path.cwd().parents[2] / 'submitted/full/00_welcome/00_welcome.ipynb'\n"
+        "victim.write_text(victim.read_text().replace('return counts', 'return {}'))\n"
+    )
+    nbformat.write(_with_cells(full, [attack]), inbox / "y_attacker.ipynb")
+    (result,) = grade_class([LESSON], course, inbox, workers=1, timeout=15, contain_writes=False)
+    return course, result
+
+
+def test_without_containment_damage_is_detected_flagged_and_said(uncontained):
+    course, result = uncontained
+    assert set(result.graded) == {"full", "y_attacker"}  # full was graded first (one worker, names sorted)
+    assert _grades(course)["full"][LESSON] == f"{sum(_maxima().values()):g}"
+    assert _grades(course)["y_attacker"][f"{LESSON} flagged"] == "yes"
+    assert "return {}" in (course / "submitted" / "full" / LESSON / f"{LESSON}.ipynb").read_text()  # not undone
+    assert _line(course, "y_attacker") == (
+        "- **y_attacker**: graded; flagged: while this submission ran, `submitted/full/00_welcome/00_welcome.ipynb` "
+        "was changed (writes were not contained)"
+    )
+    report = (course / "class_report.md").read_text(encoding="utf-8")
+    assert "writes NOT contained (turned off (GradingLimits.contain_writes))" in report
 
 
 def test_a_later_run_grades_only_the_new_submission(graded, tmp_path):

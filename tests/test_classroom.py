@@ -10,10 +10,14 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
-from course_lib.workflow.class_report import exercise_of, first_sentence
-from course_lib.workflow.classroom import _reason, collect_folder
+from course_lib.workflow.class_report import exercise_of, first_sentence, remarks
+from course_lib.workflow.classroom import _limit_options, _reason, collect_folder
+from course_lib.workflow.course import CourseError
+from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
+from course_lib.workflow.nbgrader_ext import FLAG_MARKER, KeepGradingWhenKernelDies
 from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
 from tests.nbtools import ROOT, release_path
 from tests.test_course import _Config
@@ -59,6 +63,9 @@ def test_config_keeps_grading_when_the_kernel_dies_and_wraps_feedback():
     assert "WrapLongLines" in [p.__name__ for p in config["GenerateFeedback"]["preprocessors"]]
     assert config["Execute"]["shutdown_kernel"] == "immediate"
     assert config["Execute"]["extra_arguments"] == KERNEL_ARGUMENTS
+    assert config["GradingLimits"]["memory"] == "4G" and config["GradingLimits"]["contain_writes"] is True
+    # nbgrader's Execute would start its own kernel manager; the course's starts confined kernels
+    assert KeepGradingWhenKernelDies().kernel_manager_class is ConfinedKernelManager
 
 
 def test_collect_never_overwrites_and_accepts_named_folders(tmp_path):
@@ -106,3 +113,46 @@ def test_report_wording():
     message = "[normalize_rows] your columns sum to 1, not your rows: sum over dim=1. Got 0.5 at [0, 1]."
     assert first_sentence(message) == "your columns sum to 1, not your rows: sum over dim=1."
     assert first_sentence("no full stop\nsecond line") == "no full stop"
+
+
+def test_limit_options_for_the_workers():
+    assert _limit_options(None, True) == []
+    assert _limit_options("2G", False) == ["--GradingLimits.memory=2G", "--GradingLimits.contain_writes=False"]
+    with pytest.raises(CourseError, match="--memory: expected a size such as 4G"):
+        _limit_options("a lot", True)
+
+
+def _cell(grade_id: str | None, *outputs):
+    cell = nbformat.v4.new_code_cell("...")
+    if grade_id:
+        cell.metadata["nbgrader"] = {"grade_id": grade_id}
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    return cell
+
+
+def _error(name: str, value: str) -> dict:
+    return {"output_type": "error", "ename": name, "evalue": value, "traceback": []}
+
+
+def test_remarks_say_what_happened_in_one_phrase_each():
+    note = nbformat.v4.new_markdown_cell(f"<!-- {FLAG_MARKER} -->\n**Note**\n\n- locked cell `setup` was deleted")
+    cut = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": f"{CUT_MARKER} 9 came, 5 dropped"}}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        note,
+        _cell(None, _error("PermissionError", "[Errno 13] Permission denied: '../../../gradebook.db'")),
+        _cell("count_characters", _error("MemoryError", "")),
+        _cell("test_count_characters", _error("GradingError", "[count_characters] f(...) ran out of memory")),
+        _cell("next_token_pairs", {"output_type": "stream", "name": "stdout", "text": "x" * 5}, cut),
+        _cell("normalize_rows", _error("DeadKernelError", "the kernel died before this cell ran")),
+        _cell("test_normalize_rows", _error("DeadKernelError", "the kernel died before this cell ran")),
+        _cell(None, _error("ValueError", "an ordinary mistake")),
+    ]
+    assert remarks(nb, ["count_characters", "next_token_pairs", "normalize_rows"]) == [
+        "flagged: locked cell `setup` was deleted",
+        "a write was refused in cell 2 (PermissionError: [Errno 13] Permission denied: '../../../gradebook.db')",
+        "ran out of memory (the limit per process) in `count_characters`",
+        "its kernel died at `normalize_rows`",
+        "output cut in `next_token_pairs` (9 came, 5 dropped)",
+    ]
+    assert remarks(nbformat.v4.new_notebook(), []) == []

@@ -115,6 +115,8 @@ def test_learner_exceptions_and_loops_become_messages():
         call_answer("merge_pair", define("def f():\n    return {}['x']", "f"))
     with pytest.raises(GradingError, match="did not finish within 0.5 s"):
         call_answer("merge_pair", define("def f():\n    while True:\n        pass", "f"), timeout=0.5)
+    with pytest.raises(GradingError, match=r"f\(\.\.\.\) ran out of memory \(MemoryError\)"):
+        call_answer("merge_pair", define("def f():\n    raise MemoryError", "f"))
 
 
 def test_the_guard_restores_the_previous_profiler():

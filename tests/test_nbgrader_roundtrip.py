@@ -11,7 +11,8 @@ and wrong_lesson (another lesson's notebook). (tests/test_trusted.py grades host
 every lesson's reference answers, the trusted way without nbgrader.) The self-grading command is checked on its own
 too. Each lesson's class runs on one xdist worker (one gradebook per class). The class imports its own copy of
 course_lib (PYTHONPATH), as a class installed with `pip install -e .` would import the instructor's checkout, so
-the hostile student's write lands in a copy, never in this checkout.
+the hostile student's write lands in a copy, never in this checkout (with
+Landlock the kernel's write is refused; without, the grader puts the file back).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.workflow import confine
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 from course_lib.workflow.selfgrade import grade_notebook
@@ -320,9 +322,16 @@ def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(battery_c
     scores = _scores(course, lesson, "a_hostile")
     assert scores[f"test_{name}"] == 0 and scores[f"test_{name}_hidden"] == 0
     assert scores["__flagged__"], _log_of(autograde, "a_hostile")
-    note = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb").cells[0].source
-    assert FLAG_MARKER in note and "grading/__init__.py" in note and "was changed on disk" in note
-    # The grader's files were put back, so the students graded after it (mixed) were judged honestly.
+    graded = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb")
+    note = graded.cells[0].source
+    assert FLAG_MARKER in note and "`import pathlib`" in note  # its answer reaches into the machinery: scored 0
+    if confine.landlock_abi():  # its kernel could not write into the grader's package (Landlock)
+        answer = next(c for c in graded.cells if grade_id(c) == name)
+        refused = [o for o in answer.outputs if o.get("ename") == "PermissionError"]
+        assert refused and "grading/__init__.py" in refused[0]["evalue"], _log_of(autograde, "a_hostile")
+    else:  # it could: the grader put the file back and says so
+        assert "grading/__init__.py" in note and "was changed on disk" in note
+    # The grader's files are as they were, so the students graded after it (mixed) were judged honestly.
     original = (ROOT.parent / "course_lib" / "grading" / "__init__.py").read_text()
     assert (library / "course_lib" / "grading" / "__init__.py").read_text() == original
     assert _scores(course, lesson, "mixed")[f"test_{name}"] == 0

@@ -16,7 +16,7 @@ import torch
 
 from course_lib.grading.kit import codec
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import sandbox, trusted
+from course_lib.workflow import confine, sandbox, trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -112,7 +112,20 @@ HOSTILE = [
         "did not answer when stopped",
         False,
     ),
+    (
+        "allocate without bound while the answer cell runs",
+        "hoard = []\nwhile True:\n    hoard.append(b'x' * 2**26)  # 64 MiB more, every page written\n",
+        "running the answer cell ran out of memory (MemoryError)",
+        False,
+    ),
+    (
+        "allocate without bound when called",
+        "def causal_mask(T, device=None):\n    hoard = []\n    while True:\n        hoard.append([0] * 2**24)\n",
+        "ran out of memory (MemoryError)",
+        False,
+    ),
 ]
+SANDBOX_MEMORY = 2**30  # what a sandbox may allocate here, on top of the test process's memory
 
 
 def solved(lesson: str):
@@ -151,7 +164,7 @@ def test_a_hostile_answer_earns_nothing(what, code, words, reported, full_verdic
     monkeypatch.setattr(sandbox, "START_GRACE", 2.0)
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, code)
-    grading = trusted.grade(nb, LESSON, only=(EXERCISE,))
+    grading = trusted.grade(nb, LESSON, only=(EXERCISE,), memory=SANDBOX_MEMORY)
     ours = _tests_of(nb, EXERCISE)
     assert len(ours) == 2 and set(grading.verdicts) == set(ours)
     for test_id in ours:
@@ -176,6 +189,20 @@ def test_an_ordinary_wrong_answer_is_named_after_a_hostile_one(full_verdicts):
     message = grading.verdicts[f"test_{EXERCISE}"].message
     assert not grading.verdicts[f"test_{EXERCISE}"].passed
     assert "diagonal" in message or "above" in message or "below" in message, message
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
+def test_a_sandbox_writes_nowhere(full_verdicts, tmp_path):
+    """torch.save is no name the source check looks for; the sandbox itself refuses the write."""
+    full, _ = full_verdicts
+    target = tmp_path / "written_by_an_answer.pt"
+    nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n" + WRONG)
+    verdict = trusted.grade(nb, LESSON, only=(EXERCISE,)).verdicts[f"test_{EXERCISE}"]
+    assert not verdict.passed and "Permission denied" in verdict.message, verdict.message
+    assert not target.exists()
+    nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n")
+    trusted.grade(nb, LESSON, only=(EXERCISE,), memory=None)  # the sandbox's limits are not the kernel's
+    assert not target.exists()
 
 
 def test_an_answer_that_needs_another_cell_is_told_so(full_verdicts):

@@ -10,4 +10,6 @@
 - `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts.
 - `trusted`, `sandbox`, `codec`: verdicts a learner's code cannot touch — each answer runs in a process of its
   own, only plain data comes back, and the checks compare on the grader's side.
+- `kernels`, `confine`: the processes that run a submission's code are confined — a memory limit, and with
+  Linux's Landlock writes only in the submission's own folder — and what a cell prints is capped.
 """

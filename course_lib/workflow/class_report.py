@@ -3,9 +3,11 @@
 - `grades.csv`: one row per student; for each lesson in the gradebook a column per exercise (the points of its
   test cells, visible and hidden), the lesson's total, and whether the submission was flagged. A lesson the
   student did not submit is left empty; one nbgrader could not grade (no graded notebook) says "not graded".
-- `class_report.md`: per lesson, the submissions that could not be graded (one line each, with the reason), the
-  collection notes, and for each exercise how many students lost points and the grader's most frequent messages
-  (the first sentence of each, counted once per student), so an instructor sees what to re-teach.
+- `class_report.md`: per lesson, one line for each submission that could not be graded (with the reason) or that
+  was graded with something to look at (`remarks`: flagged, out of memory, a dead kernel, a time-out, a refused
+  write, output cut), the collection notes and what the grading kernels were held to, and for each exercise how
+  many students lost points and the grader's most frequent messages (the first sentence of each, counted once
+  per student), so an instructor sees what to re-teach.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
 from course_lib.workflow import manifest
+from course_lib.workflow.kernels import CUT_MARKER
+from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 
-__all__ = ["exercise_of", "first_sentence", "write_grades", "write_report"]
+__all__ = ["exercise_of", "first_sentence", "remarks", "write_grades", "write_report"]
 
 
 def exercise_of(cell_name: str, exercises: list[str]) -> str | None:
@@ -95,20 +99,79 @@ def first_sentence(message: str) -> str:
     return message.strip()[:200]
 
 
-def _messages(course: Path, lesson: str, student: str, exercises: list[str]) -> dict[str, set[str]]:
+_OUT_OF_MEMORY = ("MemoryError", "can't allocate memory", "Cannot allocate memory")
+_REFUSED = ("Permission denied", "readonly database", "Operation not permitted", "Invalid cross-device link")
+
+
+def _cell_name(cell, index: int, exercises: list[str]) -> str:
+    name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    if not name:
+        return f"cell {index + 1}"
+    owner = exercise_of(name, exercises)
+    return f"`{owner or name}`"
+
+
+def remarks(nb, exercises: list[str]) -> list[str]:
+    """What a graded notebook shows happened to its submission besides the scores, one phrase per kind: the
+    grader's notes (the submission is flagged), and where its kernel ran out of memory, died, was stopped at the
+    time limit, was refused a write, or printed more than was kept."""
+    notes: list[str] = []
+    where: dict[str, list[str]] = {}  # kind of event -> the cells it happened in
+    refused: list[str] = []
+    cut: list[str] = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and FLAG_MARKER in cell.source:
+            notes += [f"flagged: {line[2:]}" for line in cell.source.splitlines() if line.startswith("- ")]
+        if cell.cell_type != "code":
+            continue
+        name = _cell_name(cell, index, exercises)
+        for output in cell.get("outputs", []):
+            text = str(output.get("data", {}).get("text/plain", ""))
+            if output.get("output_type") == "display_data" and text.startswith(CUT_MARKER):
+                cut.append(f"{name} ({text.removeprefix(CUT_MARKER).strip()})")
+            if output.get("output_type") != "error":
+                continue
+            error, value = output.get("ename", ""), str(output.get("evalue", ""))
+            if error == "DeadKernelError":
+                kind = "its kernel died at"
+            elif error == "CellTimeoutError":
+                kind = "stopped at the time limit in"
+            elif any(word in f"{error}: {value}" for word in _OUT_OF_MEMORY):
+                kind = "ran out of memory (the limit per process) in"
+            elif any(word in value for word in _REFUSED):
+                kind = "a write was refused in"
+                refused.append(first_sentence(f"{error}: {value}")[:160])
+            else:
+                continue
+            where.setdefault(kind, [])
+            if name not in where[kind]:
+                where[kind].append(name)
+    said = notes + [f"{kind} {', '.join(cells[:1] if 'died' in kind else cells)}" for kind, cells in where.items()]
+    said = [f"{p} ({refused[0]})" if p.startswith("a write was refused") else p for p in said]
+    said += [f"output cut in {c}" for c in cut]
+    return list(dict.fromkeys(said))
+
+
+def _graded(course: Path, lesson: str, student: str):
+    try:
+        return nbformat.read(course / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
+    except (OSError, ValueError):
+        return None
+
+
+def _messages(nb, exercises: list[str]) -> dict[str, set[str]]:
     """The grader's failure messages in one graded notebook, by exercise."""
     said: dict[str, set[str]] = {}
-    try:
-        nb = nbformat.read(course / "autograded" / student / lesson / f"{lesson}.ipynb", as_version=4)
-    except (OSError, ValueError):
+    if nb is None:
         return said
     for cell in nb.cells:
         owner = exercise_of(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") or "", exercises)
         if owner is None or cell.cell_type != "code":
             continue
         for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                said.setdefault(owner, set()).add(first_sentence(str(output.get("evalue", ""))))
+            if output.get("output_type") == "error":  # an answer cell's own error may have no message
+                message = first_sentence(str(output.get("evalue", ""))) or str(output.get("ename", "an error"))
+                said.setdefault(owner, set()).add(message)
     return said
 
 
@@ -121,7 +184,6 @@ def write_report(course: Path, results, path: Path) -> Path:
             lesson, exercises = result.lesson, _exercises(result.lesson)
             lines += [f"## {lesson}", "", f"{len(result.graded)} submission(s) graded now, in {result.seconds:.0f} s."]
             lines += [f"- **{s}**: could not be graded: {why}" for s, why in sorted(result.failed.items())]
-            lines += [f"- note: {note}" for note in result.notes]
             lost: Counter[str] = Counter()
             said: dict[str, Counter[str]] = {e: Counter() for e in exercises}
             graded = flagged = 0
@@ -133,8 +195,15 @@ def write_report(course: Path, results, path: Path) -> Path:
                 got, most, is_flagged = found
                 flagged += is_flagged
                 lost.update(e for e in exercises if got[e] < most[e])
-                for exercise, messages in _messages(course, lesson, student, exercises).items():
-                    said[exercise].update(messages)
+                nb = _graded(course, lesson, student)
+                if nb is not None and (found_remarks := remarks(nb, exercises)):
+                    lines.append(f"- **{student}**: graded; " + "; ".join(found_remarks))
+                for exercise, messages in _messages(nb, exercises).items():
+                    if got[exercise] < most[exercise]:  # what those who lost points were told
+                        said[exercise].update(messages)
+            lines += [f"- note: {note}" for note in result.notes]
+            if result.peak_mib:
+                lines.append(f"- note: the nbgrader processes peaked at {result.peak_mib} MiB resident (the largest)")
             lines += ["", f"{graded} graded submission(s) in the gradebook, {flagged} flagged.", ""]
             lines += ["| exercise | lost points | most frequent messages (students) |", "|---|---|---|"]
             for exercise in exercises:

@@ -10,9 +10,12 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
    with `--regrade`) in N worker processes, each an nbgrader process grading its share of the class into the
    one gradebook (SQLite waits for the other writer), with a progress line and an ETA. Each worker imports its
    own copy of `course_lib` (as the round-trip tests do): what a submission writes there is put back by that
-   worker, never blamed on another worker's student, and never lands in the instructor's checkout;
+   worker, never blamed on another worker's student, and never lands in the instructor's checkout. Every
+   kernel runs confined (`kernels.py`: `--memory` per process, with Landlock writes only in its own folder), and
+   each worker reports its peak memory;
 4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise);
-5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`).
+5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`: one line for
+   each submission that could not be graded or has something to look at).
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from nbgrader.api import Gradebook
 
 from course_lib.workflow import manifest
 from course_lib.workflow.class_report import write_grades, write_report
+from course_lib.workflow.confine import parse_size
 from course_lib.workflow.course import REPO_ROOT, CourseError, course_root, run_nbgrader
+from course_lib.workflow.startup import PEAK_MEMORY
 
 __all__ = ["ClassResult", "add_to_gradebook", "autograde_parallel", "collect_folder", "grade_class"]
 
@@ -50,6 +55,7 @@ class ClassResult:
     notes: list[str] = field(default_factory=list)  # collection problems, a stale release, ...
     seconds: float = 0.0
     each: dict[str, float] = field(default_factory=dict)  # student -> seconds nbgrader spent on the submission
+    peak_mib: int = 0  # the largest peak resident memory of the nbgrader worker processes
 
 
 def _db_url(course: Path) -> str:
@@ -163,6 +169,9 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
     current, failing, trace, begun = None, None, [], 0.0
     assert process.stdout is not None
     for raw in process.stdout:
+        if raw.startswith(PEAK_MEMORY):
+            result.peak_mib = max(result.peak_mib, int(raw.removeprefix(PEAK_MEMORY).split()[0]))
+            continue
         match = _STAMPED.match(raw.rstrip("\n"))
         if not match or (failing is not None and match.group(3).startswith("Traceback")):
             if failing is not None and raw.strip():
@@ -182,6 +191,8 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
             result.each[current] = float(stamp) - begun
         elif level == "ERROR" and message.startswith("There was an error processing assignment:"):
             failing = current
+        elif message.startswith("Grading kernels: ") and message not in result.notes:
+            result.notes.append(message)
     if failing is not None:
         result.failed[failing] = _reason(trace)
     process.wait()
@@ -190,9 +201,15 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
 
 
 def autograde_parallel(
-    course: Path, lesson: str, students: list[str], workers: int = 2, timeout: int | None = None
+    course: Path,
+    lesson: str,
+    students: list[str],
+    workers: int = 2,
+    timeout: int | None = None,
+    limits: list[str] | None = None,
 ) -> ClassResult:
-    """Autograde `students`' submissions of `lesson` in `workers` nbgrader processes (see module docstring)."""
+    """Autograde `students`' submissions of `lesson` in `workers` nbgrader processes (see module docstring);
+    `limits`: nbgrader options for the grading kernels (`_limit_options`)."""
     result = ClassResult(lesson)
     groups = [students[i::workers] for i in range(workers) if students[i::workers]]
     progress = _Progress(len(students), lesson)
@@ -207,7 +224,8 @@ def autograde_parallel(
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(library), env.get("PYTHONPATH")) if p)
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-            command = [sys.executable, "-m", "course_lib.workflow.startup", "autograde", lesson, "--force"]
+            command = [sys.executable, "-m", "course_lib.workflow.startup", "--report-peak-memory"]
+            command += ["autograde", lesson, "--force", *(limits or [])]
             command += [f"--CourseDirectory.student_id_exclude={','.join(others)}", _LOG_FORMAT]
             command += [f"--CourseDirectory.db_url={_db_url(course)}?timeout=300"]
             if timeout:
@@ -232,6 +250,20 @@ def students_to_grade(course: Path, lesson: str, regrade: bool = False) -> list[
     return [s for s in students if not (course / "autograded" / s / lesson).is_dir()]
 
 
+def _limit_options(memory: str | None, contain_writes: bool) -> list[str]:
+    """nbgrader options for `kernels.GradingLimits`: `memory` per process (None: nbgrader_config.py's)."""
+    options = []
+    if memory is not None:
+        try:
+            parse_size(memory)
+        except ValueError as exc:
+            raise CourseError(f"--{exc}") from None
+        options.append(f"--GradingLimits.memory={memory}")
+    if not contain_writes:
+        options.append("--GradingLimits.contain_writes=False")
+    return options
+
+
 def grade_class(
     lessons: list[str],
     course: Path | None = None,
@@ -240,9 +272,13 @@ def grade_class(
     workers: int = 2,
     timeout: int | None = None,
     regrade: bool = False,
+    memory: str | None = None,
+    contain_writes: bool = True,
 ) -> list[ClassResult]:
-    """Steps 1–5 of the module docstring for each lesson; returns what happened to each."""
+    """Steps 1–5 of the module docstring for each lesson; returns what happened to each. `memory` and
+    `contain_writes` override `GradingLimits` in nbgrader_config.py (see course_lib/workflow/kernels.py)."""
     course = (course or course_root()).resolve()
+    limits = _limit_options(memory, contain_writes)
     results = []
     for lesson in lessons:
         try:
@@ -259,7 +295,7 @@ def grade_class(
             notes += more
             print(f"{lesson}: collected {len(copied)} submission(s) from {folder}", file=sys.stderr)
         students = students_to_grade(course, lesson, regrade)
-        result = autograde_parallel(course, lesson, students, max(1, workers), timeout) if students else None
+        result = autograde_parallel(course, lesson, students, max(1, workers), timeout, limits) if students else None
         result = result or ClassResult(lesson)
         result.notes = notes + result.notes
         name_students(course)

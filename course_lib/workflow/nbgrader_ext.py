@@ -12,7 +12,9 @@
 - `KeepGradingWhenKernelDies` (autograde): nbgrader's Execute, except that a kernel that dies (`os._exit`, a
   segfault, the memory killer) ends the run of the notebook but not its grading: the cells it did not reach get
   an error output, and the trusted verdicts then grade each exercise on its own, so only the exercise that killed
-  its process scores 0.
+  its process scores 0. Its kernel is confined and its outputs capped (`kernels.py`: a memory limit, writes only
+  in the submission's own folder, at most 100,000 printed characters kept per cell); where writes cannot be
+  contained, the course folders a kernel must not touch are compared before and after it ran.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
 - `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
@@ -30,9 +32,11 @@ from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
+from traitlets import Integer
 
 from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
+from course_lib.workflow.kernels import ConfinedKernelManager, CourseWatch, GradingLimits, OutputCap
 
 __all__ = [
     "FLAG_MARKER",
@@ -184,13 +188,32 @@ def flag_submission(info) -> None:
 
 
 class KeepGradingWhenKernelDies(Execute):
-    """nbgrader's Execute, carrying on to grading when the kernel dies (see module docstring)."""
+    """nbgrader's Execute, with a confined kernel whose outputs are capped, carrying on to grading when the kernel
+    dies (see module docstring)."""
+
+    max_stream_chars = Integer(100_000, help="Characters of printed text kept per cell.").tag(config=True)
+    max_output_chars = Integer(5_000_000, help="Characters of all outputs (figures too) kept per cell.").tag(
+        config=True
+    )
+    _said_limits = False  # the log says once per process what the kernels are held to
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("kernel_manager_class", ConfinedKernelManager)  # nbgrader's Execute sets its own
+        super().__init__(**kwargs)
 
     def preprocess(self, nb, resources=None, km=None):
+        info = (resources or {}).get("nbgrader", {})
+        student = info.get("student")
+        limits = GradingLimits(parent=self)
+        if not KeepGradingWhenKernelDies._said_limits:  # once per process: what every kernel here is held to
+            log = self.log.info if limits.contained() else self.log.warning
+            log("Grading kernels: %s", limits.describe())
+            KeepGradingWhenKernelDies._said_limits = True
+        watch = None if limits.contained() else CourseWatch(Path.cwd())
+        self._cap = OutputCap(self.max_stream_chars, self.max_output_chars)
         try:
-            return super().preprocess(nb, resources, km)
+            nb, resources = super().preprocess(nb, resources, km)
         except DeadKernelError as exc:
-            student = (resources or {}).get("nbgrader", {}).get("student")
             self.log.warning("The kernel running %s's notebook died (%s); grading what it ran", student, exc)
             message = "the kernel died before this cell ran (an earlier cell ended its process)"
             for cell in nb.cells:
@@ -200,7 +223,22 @@ class KeepGradingWhenKernelDies(Execute):
                             {"output_type": "error", "ename": "DeadKernelError", "evalue": message, "traceback": []}
                         )
                     ]
-            return nb, resources
+        for line in self._cap.report():
+            self.log.warning("Output of %s's notebook cut: %s", student, line)
+        changes = watch.changes() if watch is not None else []
+        problems = [f"while this submission ran, {change} (writes were not contained)" for change in changes]
+        if problems and info:
+            nb.cells.insert(0, warning_cell(problems))
+            flag_submission(info)
+            self.log.warning("Submission of %s flagged: %s", student, "; ".join(problems))
+        return nb, resources
+
+    def output(self, outs, msg, display_id, cell_index):
+        admitted, note = self._cap.admit(msg, cell_index, outs)
+        out = super().output(outs, admitted, display_id, cell_index) if admitted is not None else None
+        if note is not None:
+            outs.append(note)
+        return out
 
 
 class TrustedVerdicts(NbGraderPreprocessor):
@@ -221,7 +259,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
         problems = [f"the course's file `{path}` was changed on disk; it was put back" for path in changed]
         if problems:  # flagged now, so that the mark stands even if grading this notebook fails below
             flag_submission(info)
-        grading = trusted.grade(nb, info["assignment"])
+        grading = trusted.grade(nb, info["assignment"], memory=GradingLimits(parent=self).memory_bytes())
         for cell in nb.cells:
             verdict = grading.verdicts.get(grade_id(cell))
             if verdict is None:

@@ -6,6 +6,9 @@ watcher, and then serves requests — call this, read that attribute — until t
 Every message is plain data (`course_lib.grading.kit.codec`); objects the answer makes stay here, named by
 handles. The watcher stays on for the child's whole life, so everything the answer's code does is watched. A
 request that runs too long is stopped here (SIGALRM); one that does not answer at all gets the child killed.
+The child is confined (`confine.py`): a memory limit on what it allocates on top of the grader's memory, so an
+answer that allocates without bound fails with MemoryError instead of taking the grader down, and where Landlock
+is available it can write nowhere, connect nowhere and signal no process outside itself.
 
 Fork is POSIX-only; on Windows the grader falls back to the notebook's own verdicts (`trusted.available`).
 """
@@ -29,6 +32,7 @@ from course_lib.grading.kit import codec, guard
 from course_lib.grading.kit.codec import Handle, RemoteFailure
 from course_lib.grading.kit.errors import GradingError
 from course_lib.grading.kit.remote import TimedOut
+from course_lib.workflow import confine
 
 __all__ = ["Ready", "Sandbox", "SandboxDied"]
 
@@ -91,13 +95,15 @@ class Sandbox:
         names: tuple[str, ...],
         references: tuple[Any, ...],
         timeout: float,
+        memory: int | None = None,
     ) -> tuple[Sandbox, Ready]:
-        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` and exports `names`."""
+        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` and exports `names`;
+        `memory`: the bytes it may allocate on top of what it starts with (None: no limit)."""
         parent, child = socket.socketpair()
         pid = os.fork()
         if pid == 0:  # the child never returns
             parent.close()
-            _child(child, preamble, bindings, source, names, references, timeout)
+            _child(child, preamble, bindings, source, names, references, timeout, memory)
         child.close()
         sandbox = cls(pid, parent)
         reply = sandbox._receive(timeout + START_GRACE)
@@ -291,13 +297,19 @@ def _lookup(path: str) -> Any:
     raise LookupError(path)
 
 
-def _child(sock, preamble, bindings, source, names, references, timeout) -> None:
+def _child(sock, preamble, bindings, source, names, references, timeout, memory) -> None:
     """Runs in the forked child and never returns."""
-    code = 0
+    code, log = 0, None
     try:
+        debug = os.environ.get("COURSE_SANDBOX_DEBUG")  # where a grader developer can read why a sandbox stopped
+        log = open(debug, "a") if debug else None  # noqa: SIM115 (opened before writes are shut off)
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
+        if memory:
+            confine.limit_memory(memory, on_top=True)
+        if confine.landlock_abi():
+            confine.restrict_writes(())  # nothing is written by an honest answer here
         torch.set_num_threads(1)  # the grader's thread pool does not survive a fork; tiny inputs need none
         signal.signal(signal.SIGALRM, _alarm)
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -335,10 +347,10 @@ def _child(sock, preamble, bindings, source, names, references, timeout) -> None
             _serve(sock, objects, hits, known)
     except BaseException:
         code = 1
-        if os.environ.get("COURSE_SANDBOX_DEBUG"):  # where a grader developer can read why a sandbox stopped
+        if log is not None:
             import traceback
 
-            with open(os.environ["COURSE_SANDBOX_DEBUG"], "a") as log:
-                traceback.print_exc(file=log)
+            traceback.print_exc(file=log)
+            log.flush()
     finally:
         os._exit(code)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["KERNEL_ARGUMENTS", "SLOW_OPTIONAL_IMPORTS", "skip_slow_imports"]
+__all__ = ["KERNEL_ARGUMENTS", "PEAK_MEMORY", "SLOW_OPTIONAL_IMPORTS", "skip_slow_imports"]
 
 # Optional imports of third-party packages that cost seconds and that grading never uses.
 SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
@@ -32,9 +32,26 @@ def skip_slow_imports() -> None:
         sys.modules.setdefault(name, None)
 
 
+PEAK_MEMORY = "course: peak resident memory of this nbgrader process:"
+
+
+def _say_peak_memory() -> None:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux (bytes on macOS)
+    peak //= 1024 if sys.platform != "darwin" else 1024 * 1024
+    print(f"{PEAK_MEMORY} {peak} MiB", file=sys.stderr, flush=True)
+
+
 def nbgrader_main() -> None:
-    """`nbgrader ...` (arguments from the command line) without the slow imports: what `run_nbgrader` starts."""
+    """`nbgrader ...` (arguments from the command line) without the slow imports: what `run_nbgrader` starts.
+    A first argument `--report-peak-memory` (the class command's workers) prints the process's peak RSS at exit."""
     skip_slow_imports()
+    if sys.argv[1:2] == ["--report-peak-memory"]:
+        del sys.argv[1]
+        import atexit
+
+        atexit.register(_say_peak_memory)
     from nbgrader.apps.nbgraderapp import main
 
     main()

@@ -32,7 +32,7 @@ from course_lib.grading.kit import guard
 from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError, Passed
 from course_lib.grading.kit.remote import Remote, TimedOut
-from course_lib.workflow import manifest
+from course_lib.workflow import confine, manifest
 from course_lib.workflow.sandbox import Sandbox, SandboxDied
 
 __all__ = ["Verdict", "available", "grade", "parse_test_cell", "prepare", "restore_files"]
@@ -41,6 +41,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _modules: dict[str, ModuleType] = {}
 _snapshot: dict[Path, bytes] = {}
 _watched_dirs: list[Path] = []
+_MEMORY = confine.parse_size(confine.DEFAULT_MEMORY)  # what a sandbox may allocate unless told otherwise
 
 
 def available() -> bool:
@@ -204,9 +205,9 @@ def _fail_all(grading: Grading, tests: list[str], exercise: str, message: str) -
         grading.verdicts[test_id] = Verdict(False, message, exercise)
 
 
-def grade(nb, lesson_id: str, only: tuple[str, ...] | None = None) -> Grading:
+def grade(nb, lesson_id: str, only: tuple[str, ...] | None = None, memory: int | None = _MEMORY) -> Grading:
     """Trusted verdicts for every test cell of `nb`, a notebook of lesson `lesson_id` (see module docstring);
-    `only` limits them to the test cells of those exercises."""
+    `only` limits them to the test cells of those exercises; `memory`: what each sandbox may allocate (bytes)."""
     prepare()
     lesson = manifest.lesson(lesson_id)
     references = _modules[lesson.references]
@@ -226,11 +227,12 @@ def grade(nb, lesson_id: str, only: tuple[str, ...] | None = None) -> Grading:
         tests[owner.name].append((test_id, cell.source))
     for exercise in exercises:
         if tests[exercise.name] and (only is None or exercise.name in only):
-            _grade_exercise(grading, lesson, exercise, answers.get(exercise.name), tests[exercise.name], references)
+            answer = answers.get(exercise.name)
+            _grade_exercise(grading, lesson, exercise, answer, tests[exercise.name], references, memory)
     return grading
 
 
-def _grade_exercise(grading, lesson, exercise, source, tests, references) -> None:
+def _grade_exercise(grading, lesson, exercise, source, tests, references, memory) -> None:
     test_ids = [test_id for test_id, _ in tests]
     own = tuple(getattr(references, n) for n in exercise.names)
     if source is None:
@@ -265,6 +267,7 @@ def _grade_exercise(grading, lesson, exercise, source, tests, references) -> Non
             names=exercise.names,
             references=own,
             timeout=DEFAULT_CALL_TIMEOUT,
+            memory=memory,
         )
     except (SandboxDied, TimedOut) as exc:
         # The answer cell ended its process or held it past every limit (a C call that ignores the alarm, say):
@@ -303,13 +306,19 @@ def _definition_problem(exercise: manifest.Exercise, ready) -> str | None:
     if failure is not None:
         if "builtins.NotImplementedError" in failure.classes:
             return "not written yet (the answer cell still raises NotImplementedError)."
+        if "builtins.MemoryError" in failure.classes:
+            return (
+                "running the answer cell ran out of memory (MemoryError): it allocated more than a graded answer may "
+                "(the limit per process). Does a loop at the top level keep adding to a list or a tensor?"
+            )
         where = (
             " Graded answers run on their own: the answer cell, the lesson's usual imports (math, re, torch, nn, F, "
             "`ref`) and the other exercises' names — define anything else it needs inside the answer cell."
             if failure.type_name == "NameError"
             else ""
         )
-        return f"the answer cell raised {failure.type_name}: {failure.message}.{where}"
+        said = f": {failure.message}" if failure.message else ""
+        return f"the answer cell raised {failure.type_name}{said}.{where}"
     missing = [name for name, handle in ready.names.items() if handle is None]
     if missing:
         return f"the answer cell does not define {', '.join(f'`{n}`' for n in missing)}."

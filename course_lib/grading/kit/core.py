@@ -146,6 +146,12 @@ def call_answer(
         raise GradingError(
             exercise, f"{label} recursed too deeply (RecursionError). Does a function call itself by mistake?"
         ) from None
+    except MemoryError:  # past the memory limit of the process grading it (course_lib/workflow/confine.py)
+        raise GradingError(
+            exercise,
+            f"{label} ran out of memory (MemoryError): it allocated more than a graded answer may. Does a loop "
+            "keep adding to a list or a tensor?",
+        ) from None
     except Exception as exc:  # the learner's own exception becomes feedback
         message = f"{label} raised {type(exc).__name__}: {exc}"
         hint = next((hint for fits, hint in hints if fits(message)), None)

@@ -1,0 +1,133 @@
+"""How a submission's kernel runs while graded (course_lib/workflow/kernels.py): real kernels, started as nbgrader
+starts them (the course's Execute preprocessor), outside nbgrader's bookkeeping.
+
+The whole path, with a class of hostile submissions, is in tests/test_class_command.py.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from traitlets.config import Config
+
+from course_lib.workflow import confine
+from course_lib.workflow.kernels import CUT_MARKER, CourseWatch, GradingLimits, OutputCap
+from course_lib.workflow.nbgrader_ext import KeepGradingWhenKernelDies
+from course_lib.workflow.startup import KERNEL_ARGUMENTS
+
+
+def _run(folder, cells: list[str], **settings):
+    """Execute `cells` as nbgrader would (kernel working folder `folder`); the executed notebook."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in cells]
+    limits = {key: settings.pop(key) for key in ("memory", "contain_writes") if key in settings}
+    execute = KeepGradingWhenKernelDies(
+        config=Config({"GradingLimits": limits}), timeout=120, extra_arguments=list(KERNEL_ARGUMENTS), **settings
+    )
+    nb, _ = execute.preprocess(nb, {"metadata": {"path": str(folder)}})
+    return nb
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") or o.get("evalue", "") for o in cell.outputs)
+
+
+def test_the_kernel_runs_under_the_memory_limit_in_its_folder_with_a_private_temporary_one(tmp_path):
+    nb = _run(
+        tmp_path,
+        [
+            "import os, resource, tempfile\nprint(resource.getrlimit(resource.RLIMIT_DATA)[0], os.getcwd())",
+            "print(tempfile.gettempdir())",
+            "hoard = []\nwhile True:\n    hoard.append(b'x' * 2**26)",
+            "del hoard\nimport torch\nprint(torch.ones(3).sum().item())",  # the kernel lives on after a bomb
+        ],
+        memory="768M",
+    )
+    assert _text(nb.cells[0]).split() == [str(768 * 2**20), str(tmp_path)]
+    private = _text(nb.cells[1]).strip()
+    assert "course-kernel-" in private and not (tmp_path / private).exists()  # removed with the kernel
+    assert nb.cells[2].outputs[-1]["ename"] == "MemoryError"
+    assert _text(nb.cells[3]).strip() == "3.0"
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
+def test_the_kernel_writes_only_in_its_folder_and_its_temporary_one(tmp_path):
+    work, elsewhere = tmp_path / "autograded", tmp_path / "gradebook.db"
+    work.mkdir()
+    elsewhere.write_text("grades")
+    cells = [
+        "open('answer.txt', 'w').write('mine')\nimport tempfile\ntempfile.NamedTemporaryFile().write(b'scratch')",
+        f"open({str(elsewhere)!r}, 'w')",
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()",  # honest plotting still works
+    ]
+    nb = _run(work, cells)
+    assert not [o for o in nb.cells[0].outputs if o["output_type"] == "error"]
+    assert nb.cells[1].outputs[-1]["ename"] == "PermissionError"
+    assert any("image/png" in o.get("data", {}) for o in nb.cells[2].outputs)
+    assert elsewhere.read_text() == "grades" and (work / "answer.txt").read_text() == "mine"
+    uncontained = _run(work, cells[1:2], contain_writes=False).cells[0]  # the same write, not contained
+    assert [o["output_type"] for o in uncontained.outputs] == ["execute_result"]
+    assert elsewhere.read_text() == ""
+
+
+def test_a_cell_that_prints_too_much_is_cut_as_it_arrives(tmp_path):
+    nb = _run(
+        tmp_path,
+        ["print('x' * 50_000)\nprint('y' * 50_000)", "print('fits')", "raise ValueError('z' * 50_000)"],
+        max_stream_chars=20_000,
+        max_output_chars=30_000,
+    )
+    kept = "".join(o.get("text", "") for o in nb.cells[0].outputs if o["output_type"] == "stream")
+    assert kept == "x" * 20_000
+    note = nb.cells[0].outputs[-1]["data"]["text/plain"]
+    assert note.startswith(CUT_MARKER) and "100,002 characters" in note and "80,002 of them were dropped" in note
+    assert _text(nb.cells[1]) == "fits\n"
+    error = nb.cells[2].outputs[0]
+    assert error["ename"] == "ValueError" and len(error["evalue"]) == 1000
+
+
+def _stream(text: str) -> dict:
+    return {"msg_type": "stream", "content": {"name": "stdout", "text": text}}
+
+
+def test_output_cap_counts_per_cell_and_notes_once():
+    cap, outs = OutputCap(max_stream=10, max_total=25), []
+    assert cap.admit(_stream("12345"), 0, outs) == (_stream("12345"), None)
+    kept, note = cap.admit(_stream("6789012"), 0, outs)
+    assert kept["content"]["text"] == "67890" and note is not None
+    outs.append(note)
+    assert cap.admit(_stream("more"), 0, outs) == (None, None)  # the note is already there, and is updated
+    assert "16 characters; 6 of them" in note["data"]["text/plain"]
+    picture = {"msg_type": "display_data", "content": {"data": {"image/png": "p" * 20}, "metadata": {}}}
+    assert cap.admit(picture, 0, outs)[0] is None  # 10 + 20 > 25
+    assert cap.admit(picture, 1, [])[0] is picture  # another cell has its own budget
+    assert cap.report() == ["cell 0: 36 characters of output, 26 dropped"]
+
+
+def test_course_watch_names_what_changed(tmp_path):
+    (tmp_path / "submitted" / "bob").mkdir(parents=True)
+    (tmp_path / "submitted" / "bob" / "a.ipynb").write_text("bob's")
+    (tmp_path / "release").mkdir()
+    (tmp_path / "release" / "r.ipynb").write_text("released")
+    watch = CourseWatch(tmp_path)
+    assert watch.changes() == []
+    (tmp_path / "submitted" / "bob" / "a.ipynb").write_text("overwritten")
+    (tmp_path / "release" / "r.ipynb").unlink()
+    (tmp_path / "submitted" / "ghost.ipynb").write_text("new")
+    assert sorted(watch.changes()) == [
+        "`release/r.ipynb` was deleted",
+        "`submitted/bob/a.ipynb` was changed",
+        "`submitted/ghost.ipynb` was added",
+    ]
+
+
+def test_limits_say_what_they_hold_to(monkeypatch):
+    limits = GradingLimits(config=Config({"GradingLimits": {"memory": "2G"}}))
+    assert limits.memory_bytes() == 2 * 2**30
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 7)
+    assert limits.describe().endswith("(Landlock ABI 7)")
+    monkeypatch.setattr(confine, "landlock_abi", lambda: 0)
+    assert "writes NOT contained (Landlock is not available)" in limits.describe()
+    assert GradingLimits(config=Config({"GradingLimits": {"memory": ""}})).memory_bytes() is None
+    with pytest.raises(ValueError, match="memory: expected a size"):
+        GradingLimits(config=Config({"GradingLimits": {"memory": "plenty"}})).memory_bytes()
