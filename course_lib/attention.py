@@ -8,6 +8,9 @@ The versions stand side by side, each adding one idea to the one before:
     CausalSelfAttention         + a causal mask built for the actual length, + dropout on the weights
     CrossAttention              queries from the decoder, keys and values from the encoder's memory
 
+and `train_step`, one optimisation step of a model whose logits are (B, T, V): how the lesson's toy attention
+models (course_lib.attention_toys) learn.
+
 Masks follow PyTorch's convention: a bool tensor where True means "may attend". Masked scores become -inf
 before the softmax, so they get exactly zero weight.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
@@ -32,6 +36,7 @@ __all__ = [
     "SelfAttention",
     "CausalSelfAttention",
     "CrossAttention",
+    "train_step",
 ]
 
 
@@ -204,3 +209,26 @@ class CrossAttention(nn.Module):
         v = self.W_value(memory)  # (B, Tk, d_model)
         out, weights = scaled_dot_product_attention(q, k, v, memory_mask)  # (B, Tq, d_model), (B, Tq, Tk)
         return (out, weights) if need_weights else out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Training: one step
+# ------------------------------------------------------------------------------------------------------------
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, inputs: Tensor, targets: Tensor) -> float:
+    """One optimisation step on the mean cross-entropy of every position; returns that loss (before the step).
+
+    Lesson 04, exercise `train_step`. `model(inputs)` gives logits (B, T, V); targets: (B, T) class ids.
+    """
+    _checks.tensor("targets", targets, "B, T", integer=True)
+    optimizer.zero_grad()  # gradients add up across backward() calls: clear the last step's first
+    logits = model(inputs)  # (B, T, V)
+    _checks.tensors(**{"model(inputs)": (logits, "B, T, V"), "targets": (targets, "B, T")})
+    V = logits.shape[-1]
+    # F.cross_entropy wants raw logits (it applies log-softmax itself) with the classes in dimension 1:
+    # flatten the B*T predictions into one axis.
+    loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))  # (B*T, V), (B*T,) -> ()
+    loss.backward()
+    optimizer.step()
+    return loss.item()

@@ -18,6 +18,7 @@ from course_lib.attention import (
     padding_mask,
     scaled_dot_product_attention,
     simple_self_attention,
+    train_step,
 )
 
 ATOL = 1e-5
@@ -319,3 +320,35 @@ def test_cross_attention_memory_mask():
         module(x, memory[:1])
     with pytest.raises(ValueError, match="`memory`.*d_memory=6"):
         module(x, torch.randn(2, 5, 4))
+
+
+def _loss_by_hand(logits, targets):
+    """Mean over every position of -log softmax(logits)[target], written out (no F.cross_entropy)."""
+    log_probs = logits - logits.logsumexp(dim=-1, keepdim=True)  # (B, T, V)
+    return -log_probs.gather(-1, targets[..., None]).mean()
+
+
+def test_train_step_is_one_sgd_step_on_the_mean_cross_entropy():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(7, 5), nn.Linear(5, 7))  # ids (B, T) -> logits (B, T, V)
+    twin = nn.Sequential(nn.Embedding(7, 5), nn.Linear(5, 7))
+    twin.load_state_dict(model.state_dict())
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)  # stale gradients from an earlier backward(): must not leak into the step
+    inputs, targets = torch.randint(7, (3, 4)), torch.randint(7, (3, 4))
+    loss = train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), inputs, targets)
+    expected = _loss_by_hand(twin(inputs), targets)
+    expected.backward()
+    assert isinstance(loss, float) and loss == pytest.approx(expected.item(), rel=1e-6)
+    with torch.no_grad():
+        for mine, theirs in zip(model.parameters(), twin.parameters(), strict=True):
+            assert torch.allclose(mine, theirs - 0.1 * theirs.grad, atol=1e-6)
+
+
+def test_train_step_names_a_bad_shape():
+    model = nn.Sequential(nn.Embedding(7, 5), nn.Linear(5, 7))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="targets"):
+        train_step(model, optimizer, torch.randint(7, (3, 4)), torch.randint(7, (3, 5)))
+    with pytest.raises(TypeError, match="integer"):
+        train_step(model, optimizer, torch.randint(7, (3, 4)), torch.rand(3, 4))

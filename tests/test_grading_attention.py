@@ -19,6 +19,7 @@ LESSON = "04_attention"
 SDPA = "scaled_dot_product_attention"
 CAUSAL = "CausalSelfAttention"
 CROSS = "CrossAttention"
+TRAIN = "train_step"
 
 # Right answers, written independently of course_lib.
 ANSWERS = {
@@ -113,6 +114,18 @@ class CrossAttention(nn.Module):
         if memory_mask is not None:
             scores = scores.masked_fill(~memory_mask, float("-inf"))
         return torch.softmax(scores, dim=-1) @ v
+""",
+    "train_step": """
+import torch
+import torch.nn.functional as F
+
+def train_step(model, optimizer, inputs, targets):
+    optimizer.zero_grad(set_to_none=True)
+    logits = model(inputs)
+    loss = F.cross_entropy(logits.transpose(1, 2), targets)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
 """,
 }
 
@@ -436,6 +449,103 @@ MISTAKES = [
     ),
 ]
 
+_LOSS = "F.cross_entropy(logits.transpose(1, 2), targets)"
+_FLAT = "F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))"
+MISTAKES += [
+    mistake(TRAIN, "    optimizer.zero_grad(set_to_none=True)\n", "", "gradients accumulate", id="train-no-zero-grad"),
+    mistake(
+        TRAIN,
+        "    optimizer.zero_grad(set_to_none=True)\n",
+        "",
+        ("gradients accumulate", "at the start of the step"),
+        also=[("    optimizer.step()\n", "    optimizer.step()\n    optimizer.zero_grad()\n")],
+        id="train-zero-grad-at-the-end",
+    ),
+    mistake(
+        TRAIN,
+        "    optimizer.zero_grad(set_to_none=True)\n",
+        "",
+        "weights did not change",
+        also=[("    optimizer.step()\n", "    optimizer.zero_grad()\n    optimizer.step()\n")],
+        id="train-zero-grad-between-backward-and-step",
+    ),
+    mistake(TRAIN, "    optimizer.step()\n", "", "weights did not change", id="train-no-step"),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(torch.softmax(logits, dim=-1).transpose(1, 2), targets)",
+        "softmax was applied",
+        id="train-softmax-first",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.nll_loss(logits.transpose(1, 2), targets)",
+        "F.nll_loss was given raw logits",
+        id="train-nll-on-logits",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits.transpose(1, 2), targets, reduction='sum')",
+        "summed",
+        id="train-summed-loss",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits, targets)",
+        ("raised", "flatten logits to (B*T, V)"),
+        id="train-logits-as-they-are",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits, targets)",
+        ("<hidden case 1>", "reads the classes from dimension 1"),
+        cases=[(2, 4, 4, 12)],  # T == V: F.cross_entropy raises no error
+        id="train-logits-as-they-are-when-T-equals-V",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits.transpose(1, 2).reshape(-1, logits.shape[-1]), targets.reshape(-1))",
+        "transposed to (B, V, T) before being flattened",
+        id="train-transposed-then-flattened",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.T.reshape(-1))",
+        "another order",
+        id="train-targets-flattened-time-first",
+    ),
+    mistake(
+        TRAIN,
+        _LOSS,
+        "F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets)",
+        ("Expected input batch_size", "flatten"),
+        id="train-targets-not-flattened",
+    ),
+    mistake(
+        TRAIN,
+        "    return float(loss.detach())",
+        "    return loss",
+        "return the loss as a Python float",
+        id="train-returns-a-tensor",
+    ),
+    mistake(
+        TRAIN,
+        "    return float(loss.detach())",
+        f"    return float({_LOSS.replace('logits', 'model(inputs)')})",
+        "measured after optimizer.step()",
+        id="train-loss-measured-after-the-step",
+    ),
+    mistake(
+        TRAIN, "    loss.backward()", "    loss.detach().backward()", "does not require grad", id="train-detached-loss"
+    ),
+]
+
 _MODULE_CALLING_THE_REFERENCE = """
 import course_lib.attention as a
 from torch import nn
@@ -521,6 +631,20 @@ BORROWED = [
         _PYTORCHS_MULTIHEAD_MODULE,
         ("torch.nn.MultiheadAttention", "earns no points"),
         id="pytorchs-multihead-module-for-sdpa",
+    ),
+    wrong_answer(
+        TRAIN,
+        "import course_lib.attention as a\n\n"
+        "def train_step(model, optimizer, inputs, targets):\n"
+        "    return a.train_step(model, optimizer, inputs, targets)\n",
+        ("course_lib.attention.train_step", "earns no points"),
+        id="train-step-calling-the-reference",
+    ),
+    wrong_answer(
+        TRAIN,
+        functools.partial(ref.train_step),
+        "wraps the course's reference",
+        id="partial-of-the-reference-train-step",
     ),
     wrong_answer(
         "causal_mask",

@@ -16,7 +16,7 @@ import torch
 
 from course_lib.grading.kit import codec
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import confine, sandbox, trusted
+from course_lib.workflow import confine, manifest, sandbox, trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -179,7 +179,7 @@ def test_one_hostile_answer_leaves_the_other_exercises_their_points(full_verdict
     nb = with_answer(full, EXERCISE, HOSTILE[0][1])
     grading = trusted.grade(nb, LESSON)
     others = {k: v for k, v in grading.verdicts.items() if k not in _tests_of(nb, EXERCISE)}
-    assert len(others) == 10 and all(v.passed for v in others.values())
+    assert len(others) == 2 * (len(manifest.lesson(LESSON).exercises) - 1) and all(v.passed for v in others.values())
 
 
 def test_an_ordinary_wrong_answer_is_named_after_a_hostile_one(full_verdicts):
@@ -329,3 +329,174 @@ def test_files_a_submission_changes_are_put_back(tmp_path, monkeypatch):
     cache.parent.mkdir()
     cache.write_bytes(b"compiled by an honest kernel, or not")
     assert trusted.restore_files() == [] and not cache.exists()  # removed, and no honest submission is flagged
+
+
+# Lesson 04's exercises 4-6 and lesson 05's MultiHeadAttention may build on the lesson's earlier answers. While
+# grading, those names are bound to the course's references, so a broken earlier answer costs only its own points.
+_BROKEN_SDPA = (
+    "import torch\n\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
+    "    weights = torch.softmax(q @ k.transpose(-2, -1), dim=0)\n    return weights @ v, weights\n"
+)
+_BROKEN_MASK = (
+    "import torch\n\ndef causal_mask(T, device=None):\n    return torch.ones(T, T, dtype=torch.bool).triu()\n"
+)
+_COMPOSED = {
+    "SelfAttention": (
+        "class SelfAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n\n"
+        "    def forward(self, x):\n"
+        "        return scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))[0]\n"
+    ),
+    "CausalSelfAttention": (
+        "class CausalSelfAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        self.context_length = context_length\n"
+        "        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)\n"
+        "        self.dropout = nn.Dropout(dropout)\n\n"
+        "    def forward(self, x):\n"
+        "        if x.shape[1] > self.context_length:\n"
+        "            raise ValueError('too long')\n"
+        "        q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)\n"
+        "        _, weights = scaled_dot_product_attention(q, k, v, causal_mask(x.shape[1], device=x.device))\n"
+        "        return self.dropout(weights) @ v\n"
+    ),
+    "CrossAttention": (
+        "class CrossAttention(nn.Module):\n"
+        "    def __init__(self, d_model, d_memory=None, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        d_memory = d_memory or d_model\n"
+        "        self.W_query = nn.Linear(d_model, d_model, bias=qkv_bias)\n"
+        "        self.W_key = nn.Linear(d_memory, d_model, bias=qkv_bias)\n"
+        "        self.W_value = nn.Linear(d_memory, d_model, bias=qkv_bias)\n\n"
+        "    def forward(self, x, memory, memory_mask=None):\n"
+        "        q, k, v = self.W_query(x), self.W_key(memory), self.W_value(memory)\n"
+        "        return scaled_dot_product_attention(q, k, v, memory_mask)[0]\n"
+    ),
+}
+
+
+def _verdicts(grading, nb, exercise: str) -> list[bool]:
+    return [grading.verdicts[t].passed for t in _tests_of(nb, exercise)]
+
+
+def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_are_wrong(full_verdicts):
+    full, _ = full_verdicts
+    nb = with_answer(with_answer(full, "scaled_dot_product_attention", _BROKEN_SDPA), "causal_mask", _BROKEN_MASK)
+    for name, code in _COMPOSED.items():
+        nb = with_answer(nb, name, code)
+    grading = trusted.grade(nb, LESSON)
+    assert _verdicts(grading, nb, "scaled_dot_product_attention") == [False, False]
+    assert _verdicts(grading, nb, "causal_mask") == [False, False]
+    for name in _COMPOSED:
+        assert _verdicts(grading, nb, name) == [True, True], {
+            t: grading.verdicts[t].message for t in _tests_of(nb, name)
+        }
+
+
+@pytest.mark.parametrize(
+    "name, code",
+    [
+        (
+            "SelfAttention",
+            _COMPOSED["SelfAttention"].replace(
+                "return scaled_dot_product_attention(self.W_query(x), self.W_key(x), self.W_value(x))[0]",
+                "return ref.SelfAttention.forward(self, x)",
+            ),
+        ),
+        (
+            "CausalSelfAttention",
+            "class CausalSelfAttention(ref.CausalSelfAttention):\n    pass\n",
+        ),
+    ],
+    ids=["calls-its-own-reference", "subclasses-its-own-reference"],
+)
+def test_building_on_the_same_exercises_reference_still_earns_nothing(name, code, full_verdicts):
+    full, _ = full_verdicts
+    nb = with_answer(full, name, code)
+    grading = trusted.grade(nb, LESSON, only=(name,))
+    for test_id in _tests_of(nb, name):
+        assert not grading.verdicts[test_id].passed
+        assert "course's reference" in grading.verdicts[test_id].message
+
+
+_MHA = (
+    "class MultiHeadAttention(nn.Module):\n"
+    "    def __init__(self, d_model, n_heads, dropout=0.0, causal=False, bias=True):\n"
+    "        super().__init__()\n"
+    "        self.n_heads, self.causal = n_heads, causal\n"
+    "        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)\n"
+    "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+    "        self.dropout = nn.Dropout(dropout)\n\n"
+    "    def forward(self, x, mask=None, need_weights=False):\n"
+    "        B, T, C = x.shape\n"
+    "        q, k, v = (SPLIT(t, self.n_heads) for t in self.qkv(x).split(C, dim=-1))\n"
+    "        allowed = mask\n"
+    "        if self.causal:\n"
+    "            allowed = causal_mask(T) if mask is None else causal_mask(T) & mask\n"
+    "        _, weights = scaled_dot_product_attention(q, k, v, allowed)\n"
+    "        weights = self.dropout(weights)\n"
+    "        out = self.out_proj(MERGE(weights @ v))\n"
+    "        return (out, weights) if need_weights else out\n"
+)
+_LESSON_04 = "from course_lib.attention import causal_mask, scaled_dot_product_attention\n\n"
+_BROKEN_SPLIT = (
+    "def split_heads(x, n_heads):\n    B, T, C = x.shape\n    return x.reshape(B, n_heads, T, C // n_heads)\n\n"
+    "def merge_heads(x):\n    B, H, T, D = x.shape\n    return x.reshape(B, T, H * D)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "helpers",
+    [("split_heads", "merge_heads"), ("ref.split_heads", "ref.merge_heads")],
+    ids=["its-own-exercise-1", "the-reference-helpers"],
+)
+def test_lesson_05_multihead_may_use_the_helpers_the_lesson_allows(helpers):
+    lesson = "05_multi_head_attention"
+    code = _LESSON_04 + _MHA.replace("SPLIT", helpers[0]).replace("MERGE", helpers[1])
+    nb = with_answer(with_answer(solved(lesson), "split_merge_heads", _BROKEN_SPLIT), "MultiHeadAttention", code)
+    grading = trusted.grade(nb, lesson, only=("split_merge_heads", "MultiHeadAttention"))
+    assert _verdicts(grading, nb, "split_merge_heads") == [False, False]
+    tests = _tests_of(nb, "MultiHeadAttention")
+    assert all(grading.verdicts[t].passed for t in tests), {t: grading.verdicts[t].message for t in tests}
+
+
+def test_lesson_05_multihead_built_on_the_reference_module_earns_nothing():
+    lesson = "05_multi_head_attention"
+    code = "class MultiHeadAttention(ref.MultiHeadAttention):\n    pass\n"
+    nb = with_answer(solved(lesson), "MultiHeadAttention", code)
+    grading = trusted.grade(nb, lesson, only=("MultiHeadAttention",))
+    assert not any(v.passed for v in grading.verdicts.values())
+
+
+def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
+    """`remote.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
+    only from a function of course_lib.grading: anything else is refused there."""
+    from course_lib.grading import attention_training
+    from course_lib.grading.kit import remote
+    from course_lib.grading.kit.remote import Remote
+    from course_lib.workflow.sandbox import Sandbox
+
+    sandbox, ready = Sandbox.start(
+        preamble="import torch\n", bindings={}, source="def f(x):\n    return x\n", names=("f",), references=(),
+        timeout=20,
+    )  # fmt: skip
+    try:
+        answer = Remote(sandbox, ready.names["f"])
+        model, optimizer = remote.make(answer, attention_training.training_problem, 2, 3, 5, 0)
+        assert remote.is_remote(model) and remote.type_name(model) == "ToyAttentionModel"
+        assert remote.type_name(optimizer) == "SGD"
+        here, _ = attention_training.training_problem(2, 3, 5, 0)
+        there = model.state_dict()
+        assert there.keys() == here.state_dict().keys()
+        assert all(torch.equal(there[k], v) for k, v in here.state_dict().items())
+        with pytest.raises(LookupError, match="not a function of the course's graders"):
+            remote.make(answer, torch.zeros, 3)
+    finally:
+        sandbox.close()

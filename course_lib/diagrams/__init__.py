@@ -4,6 +4,8 @@
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
     tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
+    attention     lessons 04-05: attention's data flow with numbers, the causal mask, cross-attention's wiring,
+                  the split of the channels into heads and their merge
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -25,6 +27,12 @@ from course_lib.diagrams.architecture import (
     statquest_decoder,
     transformer_block_post_ln_vs_pre_ln,
 )
+from course_lib.diagrams.attention import (
+    attention_data_flow,
+    causal_mask_grid,
+    cross_attention_wiring,
+    head_split_merge,
+)
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
@@ -43,6 +51,10 @@ __all__ = [
     "tokenization_pipeline",
     "sliding_window",
     "embedding_row_pick",
+    "attention_data_flow",
+    "causal_mask_grid",
+    "cross_attention_wiring",
+    "head_split_merge",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -54,6 +66,10 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "tokenization_pipeline": tokenization_pipeline,
     "sliding_window": sliding_window,
     "embedding_row_pick": embedding_row_pick,
+    "attention_data_flow": attention_data_flow,
+    "causal_mask_grid": causal_mask_grid,
+    "cross_attention_wiring": cross_attention_wiring,
+    "head_split_merge": head_split_merge,
 }
 
 

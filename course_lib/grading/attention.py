@@ -1,9 +1,10 @@
-"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise of COURSE_SPEC §6, and `train_step`).
 
 This module grades the functions (`simple_self_attention`, `scaled_dot_product_attention`, `causal_mask`); the
 modules (`SelfAttention`, `CausalSelfAttention`, `CrossAttention`) are graded in
-`course_lib.grading.attention_modules` and re-exported here, so that every test cell of the lesson imports from
-`course_lib.grading.attention`.
+`course_lib.grading.attention_modules` and the training step (`train_step`) in
+`course_lib.grading.attention_training`; both are re-exported here, so that every test cell of the lesson imports
+from `course_lib.grading.attention`.
 
 Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
 the expected value from the reference in `course_lib.attention`, computed *outside* the learner's call, and
@@ -38,6 +39,7 @@ from course_lib.grading.attention_common import (
     same_values,
 )
 from course_lib.grading.attention_modules import check_CausalSelfAttention, check_CrossAttention, check_SelfAttention
+from course_lib.grading.attention_training import check_train_step
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
@@ -50,6 +52,7 @@ __all__ = [
     "check_SelfAttention",
     "check_CausalSelfAttention",
     "check_CrossAttention",
+    "check_train_step",
 ]
 
 

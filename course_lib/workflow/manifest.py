@@ -117,7 +117,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "04_attention",
         "Attention",
-        modules=("attention", "plotting", "embeddings"),
+        modules=("attention", "attention_toys", "loss_plots", "plotting", "embeddings"),
         references="course_lib.attention",
         grader="course_lib.grading.attention",
         data=("tinyshakespeare.txt",),
@@ -128,6 +128,7 @@ LESSONS: tuple[Lesson, ...] = (
             "SelfAttention",
             "CausalSelfAttention",
             "CrossAttention",
+            "train_step",
             scaled_dot_product_attention=(
                 "torch.nn.functional.scaled_dot_product_attention",
                 "torch.nn.MultiheadAttention",
@@ -138,10 +139,10 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "05_multi_head_attention",
         "Multi-head attention",
-        modules=("multihead", "attention", "plotting"),
+        modules=("multihead", "attention", "attention_toys", "loss_plots", "plotting"),
         references="course_lib.multihead",
         grader="course_lib.grading.multihead",
-        data=("encoder.json", "vocab.bpe"),
+        data=(),
         exercises=(
             Exercise("split_merge_heads", defines=("split_heads", "merge_heads")),
             Exercise(

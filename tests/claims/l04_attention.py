@@ -37,7 +37,15 @@ CROSS = "cross = ref.CrossAttention("
 SWAPPED = "swapped = cross.W_key(memory)"
 COUNTS = "shakespeare_counts = Counter("
 VILLAGE = "mixed = ref.simple_self_attention(vectors)"
-AND = "phrase_weights = torch.softmax"
+AND = "urban = ["
+SYMMETRY = 'print("x xᵀ is symmetric:"'
+UNTRAINED_MODULE = "self_attention = ref.SelfAttention(d_in=3, d_out=2)"
+BATCH = "largest change of the first sequence's output"
+TOY_UNTRAINED = "_, untrained = model(probe"
+TRAINING = "losses = toys.train_toy(model"
+TRAINED = "_, trained = model(probe"
+QK_OV = "position_scores = layer.W_query(P)"
+TIED = "tied_scores = shared @ shared"
 
 
 def att_journey_weights(nb):
@@ -174,14 +182,87 @@ def att_plain_average(nb):
 
 def att_and_moves(nb):
     text = output(nb, AND)
-    before_v, before_c, after_v, after_c = (
-        float(v) for v in rows(text, rf"^and\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}$", "'and'")[0]
-    )
-    require(close(before_v, before_c, 0.15), f"'and' alone should be of both worlds: {before_v} vs {before_c}")
-    require(
-        after_v > before_v and after_v - after_c > before_v - before_c + 0.05,
-        f"'and' should move toward village: before {before_v}/{before_c}, after {after_v}/{after_c}",
-    )
+    found = {
+        (when, where): (float(v), float(c))
+        for when, where, v, c in rows(
+            text, rf"^(before|after) attention in (\w+)\.\.\.\w+\s+{FLOAT}\s+{FLOAT}$", "'and' rows", 4
+        )
+    }
+    (bv, bc), (rv, rc), (uv, uc) = found["before", "cows"], found["after", "cows"], found["after", "cars"]
+    require(found["before", "cars"] == (bv, bc), f"'and' before attention differs between the phrases: {found}")
+    require(close(bv, bc, 0.1), f"'and' alone should be of both worlds: village {bv}, city {bc}")
+    require(rv - rc > bv - bc + 0.05, f"in the rural phrase 'and' should move toward village: {found}")
+    require(uc - uv > bc - bv + 0.05, f"in the urban phrase 'and' should move toward city: {found}")
+
+
+def att_symmetric_and_self(nb):
+    text = output(nb, SYMMETRY)
+    require("x xᵀ is symmetric: True" in text, f"x xᵀ should be symmetric:\n{text}")
+    ours = number(text, r"itself in (\d+) of 6 rows", "six tokens")
+    require(2 <= ours <= 5, f"with the six tokens, self-preference should be a tendency, not a rule: {ours} of 6")
+    require(number(text, r"width 64: the token itself in (\d+) of 32", "wide") == 32, f"wide vectors:\n{text}")
+    require("with separate W_q and W_k: symmetric? False" in text, f"separate projections symmetric?\n{text}")
+    require(number(text, r"symmetric\? \w+; the token itself in (\d+) of 32", "separate") <= 3, f"separate:\n{text}")
+
+
+def att_causal_rows(nb):
+    text = output(nb, CAUSAL)
+    first, last = (tensors(text.split(f"row of '{word}':")[1])[0] for word in ("Your", "step"))
+    require(first == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], f"'Your' should put its whole weight on itself: {first}")
+    require(all(w > 0.05 for w in last) and close(sum(last), 1, 5e-3), f"'step' should see all six tokens: {last}")
+
+
+def att_untrained_module(nb):
+    text = output(nb, UNTRAINED_MODULE)
+    low = number(text, rf"weights range from {FLOAT}", "low")
+    high = number(text, rf"weights range from \S+ to {FLOAT}", "high")
+    require(0.12 < low <= high < 0.22, f"untrained weights should be almost uniform (1/6): {low} to {high}")
+
+
+def att_batch_independent(nb):
+    text = output(nb, BATCH)
+    first = number(text, rf"first sequence's output: {FLOAT}", "first")
+    second = number(text, rf"second sequence's output: {FLOAT}", "second")
+    require(first < 1e-6 and second > 0.1, f"only the changed sequence's output should move: {first}, {second}")
+
+
+def att_toy_untrained(nb):
+    text = output(nb, TOY_UNTRAINED)
+    high = number(text, rf"untrained weights: from \S+ to {FLOAT}", "high")
+    mirror = number(text, rf"weight on the mirrored position: {FLOAT}", "mirror")
+    require(high > 0.5, f"the untrained toy's weights should range widely, up to {high}")
+    require(0.06 < mirror < 0.2, f"untrained weight on the mirror should be about chance (1/8), got {mirror}")
+
+
+def att_training(nb):
+    text = output(nb, TRAINING)
+    first = number(text, rf"first step: {FLOAT}", "first loss")
+    last = number(text, rf"last step: {FLOAT}", "last loss")
+    accuracy = number(text, rf"new sequences: {FLOAT}", "accuracy")
+    require(close(first, 2.079, 0.15), f"the first loss should be about ln 8 = 2.079, got {first}")
+    require(last < first / 100, f"the loss should fall by orders of magnitude: {first} -> {last}")
+    require(accuracy >= 0.99, f"the trained model should reverse new sequences: accuracy {accuracy}")
+
+
+def att_trained_mirror(nb):
+    share = number(output(nb, TRAINED), rf"weight on the mirrored position: {FLOAT}", "mirror")
+    require(share > 0.95, f"row t should put almost all its weight on 7 - t: {share}")
+
+
+def att_qk_ov(nb):
+    text = output(nb, QK_OV)
+    require(number(text, r"mirrored position in (\d+) of 8", "QK rows") == 8, f"QK position part:\n{text}")
+    position = number(text, rf"position part: {FLOAT};", "position spread")
+    token = number(text, rf"of the token part: {FLOAT}", "token spread")
+    require(position > 3 * token, f"the position part ({position}) should be far larger than the token part ({token})")
+    require(number(text, r"itself for (\d+) of 8 tokens", "OV") == 8, f"OV should copy every token:\n{text}")
+
+
+def att_tied(nb):
+    text = output(nb, TIED)
+    found = number(text, r"largest score in ([\d,]+) of", "rows picking themselves")
+    total = number(text, r"largest score in \S+ of ([\d,]+) rows", "rows")
+    require(found == total, f"with one matrix, every position should pick itself: {found} of {total}")
 
 
 CLAIMS = [
@@ -301,11 +382,87 @@ CLAIMS = [
         [Break(MARGIN, VILLAGE, r"^(plain average\s+cosine to village: )\S+", r"\g<1>0.500")],
     ),
     Claim(
-        "and: alone a word of both worlds, its context vector moves toward village",
+        "and: before attention the same vector, of both worlds; after it, toward village in the rural phrase and "
+        "toward city in the urban one",
         att_and_moves,
         [
-            Break(MARGIN, AND, r"^(and\s+)\S+", r"\g<1>0.600"),
-            Break(ORDER, AND, r"^(and(?:\s+\S+){2}\s+)\S+", r"\g<1>0.250"),
+            Break(MARGIN, AND, r"^(before attention in cows\S+\s+)\S+", r"\g<1>0.600"),
+            Break(EXACT, AND, r"^(before attention in cars\S+\s+)\S+", r"\g<1>0.300"),
+            Break(ORDER, AND, r"^(after attention in cows\S+\s+)\S+", r"\g<1>0.250"),
+            Break(ORDER, AND, r"^(after attention in cars\S+\s+\S+\s+)\S+", r"\g<1>0.250"),
         ],
+    ),
+    Claim(
+        "x xᵀ is symmetric; a token favours itself: a tendency in three dimensions, the rule for wide vectors; "
+        "separate W_q and W_k are neither symmetric nor self-favouring",
+        att_symmetric_and_self,
+        [
+            Break(SHOWN, SYMMETRY, r"(?<=x xᵀ is symmetric: )True", "False"),
+            Break(MARGIN, SYMMETRY, r"(?<=our six tokens: the largest score of a row is the token itself in )\d+", "6"),
+            Break(EXACT, SYMMETRY, r"(?<=width 64: the token itself in )\d+", "20"),
+            Break(SHOWN, SYMMETRY, r"(?<=separate W_q and W_k: symmetric\? )False", "True"),
+            Break(MARGIN, SYMMETRY, r"(?<=; the token itself in )\d+", "30"),
+        ],
+    ),
+    Claim(
+        "Your puts its whole weight, 1, on itself; the last token sees all six",
+        att_causal_rows,
+        [
+            Break(TENSOR, CAUSAL, r"(?<=row of 'Your': tensor\(\[)1\.", "0.5"),
+            Break(TENSOR, CAUSAL, r"(?<=row of 'step': tensor\(\[)[\d.]+", "0.000"),
+        ],
+    ),
+    Claim(
+        "an untrained SelfAttention's weights are spread out, almost uniform",
+        att_untrained_module,
+        [
+            Break(MARGIN, UNTRAINED_MODULE, r"(?<=weights range from )\S+", "0.020"),
+            Break(MARGIN, UNTRAINED_MODULE, r"(?<=weights range from \S{5} to )\S+", "0.600"),
+        ],
+    ),
+    Claim(
+        "change the second sequence of a batch, and the first sequence's output does not move",
+        att_batch_independent,
+        [
+            Break(MARGIN, BATCH, r"(?<=first sequence's output: )\S+", "0.05"),
+            Break(MARGIN, BATCH, r"(?<=second sequence's output: )\S+", "0.0"),
+        ],
+    ),
+    Claim(
+        "the untrained toy's weights range widely, but its weight on the mirror is no more than chance, about 1/8",
+        att_toy_untrained,
+        [
+            Break(MARGIN, TOY_UNTRAINED, r"(?<=untrained weights: from \S{5} to )\S+", "0.200"),
+            Break(MARGIN, TOY_UNTRAINED, r"(?<=weight on the mirrored position: )\S+", "0.600"),
+        ],
+    ),
+    Claim(
+        "the first loss is about ln 8; the curve falls by orders of magnitude; it reverses new sequences",
+        att_training,
+        [
+            Break(MARGIN, TRAINING, r"(?<=loss of the first step: )\S+", "3.500"),
+            Break(MARGIN, TRAINING, r"(?<=loss of the last step: )\S+", "0.5000"),
+            Break(MARGIN, TRAINING, r"(?<=new sequences: )\S+", "0.800"),
+        ],
+    ),
+    Claim(
+        "row t puts almost all of its weight on column 7 - t",
+        att_trained_mirror,
+        [Break(MARGIN, TRAINED, r"(?<=weight on the mirrored position: )\S+", "0.500")],
+    ),
+    Claim(
+        "QK learned where, by position only (the position part points at the mirror in every row and is far larger "
+        "than the token part); OV learned what: copy the token",
+        att_qk_ov,
+        [
+            Break(EXACT, QK_OV, r"(?<=mirrored position in )\d", "6"),
+            Break(MARGIN, QK_OV, r"(?<=of the token part: )\S+", "3.00"),
+            Break(EXACT, QK_OV, r"(?<=itself for )\d", "5"),
+        ],
+    ),
+    Claim(
+        "one matrix for queries and keys: every position would attend mostly to itself, the mirror loses in every row",
+        att_tied,
+        [Break(EXACT, TIED, r"(?<=largest score in )[\d,]+", "3,990")],
     ),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tests.claims.common import FLOAT, Break, Claim, Family, literal, number, output, require, rows, tensors
+from tests.claims.common import FLOAT, Break, Claim, Family, close, literal, number, output, require, rows, tensors
 
 SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
 
@@ -18,6 +18,10 @@ PARAMETERS = '"nn.MultiheadAttention": ref.count_parameters'
 PER_LAYER = "per_layer = ref.multihead_parameter_count(768)"
 MEDIANS = "median_ms.round(2)"
 SPEEDUPS = 'values="speedup_vs_wrapper"'
+UNTRAINED = "_, untrained = two_heads(probe"
+TRAINING = "losses = toys.train_toy(two_heads"
+TRAINED = "_, learned = two_heads(probe"
+ONE_HEAD = "one_head = toys.build_toy("
 
 
 def mha_wrapper(nb):
@@ -79,6 +83,47 @@ def mha_benchmark(nb):
             require(what != "speed-ups" or values[0] == 1.0, f"the list of heads is the reference (1.0): {values}")
 
 
+def _head_shares(text: str, when: str) -> dict[int, tuple[float, float]]:
+    pattern = rf"^{when} head (\d): weight on the left neighbour {FLOAT}, on the right neighbour {FLOAT}$"
+    return {int(h): (float(a), float(b)) for h, a, b in rows(text, pattern, f"{when} heads", 2)}
+
+
+def mha_untrained_heads(nb):
+    shares = _head_shares(output(nb, UNTRAINED), "untrained")
+    require(
+        all(0.06 < share < 0.2 for pair in shares.values() for share in pair),
+        f"before training every head should put about 1/8 on each neighbour: {shares}",
+    )
+
+
+def mha_training(nb):
+    text = output(nb, TRAINING)
+    first = number(text, rf"first step: {FLOAT}", "first loss")
+    last = number(text, rf"last step: {FLOAT}", "last loss")
+    require(close(first, 4.159, 0.2), f"the first loss should be about ln 64 = 4.159, got {first}")
+    require(last < first / 100, f"the loss should fall by orders of magnitude: {first} -> {last}")
+    require(number(text, rf"new sequences: {FLOAT}", "accuracy") >= 0.99, f"accuracy:\n{text}")
+
+
+def mha_trained_heads(nb):
+    shares = _head_shares(output(nb, TRAINED), "trained")
+    (left0, right0), (left1, right1) = shares[0], shares[1]
+    require(left0 > 0.95 and right0 < 0.05, f"head 0 should look left: {shares[0]}")
+    require(right1 > 0.95 and left1 < 0.05, f"head 1 should look right: {shares[1]}")
+
+
+def mha_one_head(nb):
+    text = output(nb, ONE_HEAD)
+    require(number(text, rf"one head: accuracy {FLOAT}", "accuracy") >= 0.99, f"one head should manage:\n{text}")
+    left = number(text, rf"left neighbour {FLOAT}", "left")
+    right = number(text, rf"right neighbour {FLOAT}", "right")
+    low, high = sorted((left, right))
+    require(
+        0.2 < low < 0.45 and 0.55 < high < 0.8,
+        f"one head should split unevenly, about a third and two thirds: {left}, {right}",
+    )
+
+
 CLAIMS = [
     Claim(
         "H heads, each a CausalSelfAttention with head size D = d_out / H; weights (B, H, T, T)",
@@ -134,6 +179,37 @@ CLAIMS = [
             Break(SHOWN, MEDIANS, r"nn\.MultiheadAttention", "torch MHA"),
             Break(TABLE, SPEEDUPS, r"^512\s.*\n", ""),
             Break(TABLE, SPEEDUPS, r"^(64\s+)1\.0\b", r"\g<1>1.1"),
+        ],
+    ),
+    Claim(
+        "before training, each head puts about 1/8 of its weight on each neighbour: no head has a job yet",
+        mha_untrained_heads,
+        [Break(MARGIN, UNTRAINED, r"(?<=untrained head 1: weight on the left neighbour )\S+(?=,)", "0.700")],
+    ),
+    Claim(
+        "the first loss is about ln 64; it falls by orders of magnitude; the model names the neighbours of new "
+        "sequences",
+        mha_training,
+        [
+            Break(MARGIN, TRAINING, r"(?<=loss of the first step: )\S+", "2.500"),
+            Break(MARGIN, TRAINING, r"(?<=loss of the last step: )[\d.]+", "0.9000"),
+            Break(MARGIN, TRAINING, r"(?<=new sequences: )\S+", "0.700"),
+        ],
+    ),
+    Claim(
+        "Head 0 looks left, head 1 looks right",
+        mha_trained_heads,
+        [
+            Break(ORDER, TRAINED, r"(?<=trained head 0: weight on the left neighbour )\S+(?=,)", "0.300"),
+            Break(ORDER, TRAINED, r"(?<=trained head 1: weight on the left neighbour )\S+(?=,)", "0.400"),
+        ],
+    ),
+    Claim(
+        "one head manages too, splitting its attention roughly one third to one side and two thirds to the other",
+        mha_one_head,
+        [
+            Break(MARGIN, ONE_HEAD, r"(?<=one head: accuracy )\S+(?=;)", "0.600"),
+            Break(MARGIN, ONE_HEAD, r"(?<=on the right neighbour )\S+", "0.990"),
         ],
     ),
 ]

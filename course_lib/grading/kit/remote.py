@@ -6,6 +6,9 @@ When a notebook is graded, each exercise's answer runs in a sandbox process of i
 coming back (`course_lib.grading.kit.codec`). Objects the answer makes that are not plain data (a module it
 built, a tokenizer instance) stay in the sandbox; the grader gets another `Remote` for them.
 
+A check that must hand an answer something that is not plain data (a model and its optimizer, for a training
+step) builds it where the answer lives with `make`, from a function of the course's graders.
+
 So that a check behaves exactly as it does in the notebook, a call also carries the grader's torch random state
 and grad mode there and brings the random state back, and tensors, lists and dicts passed as arguments come back
 as the answer left them (a check can see that an answer changed its input in place).
@@ -33,6 +36,7 @@ __all__ = [
     "check_definition",
     "is_instance",
     "is_remote",
+    "make",
     "type_name",
 ]
 
@@ -211,6 +215,31 @@ def _alarm_deferred() -> Iterator[None]:
         yield
     finally:
         mask(signal.SIG_SETMASK, previous)
+
+
+def make(beside: Any, factory: Any, *args: Any, **kwargs: Any) -> Any:
+    """`factory(*args, **kwargs)`, run where the answer `beside` lives: in its sandbox when it is a Remote (the
+    result comes back as a Remote), here otherwise. `factory` is a module-level function of `course_lib.grading`
+    (the sandbox builds nothing else); it runs with the grader's random state, which it leaves unchanged here."""
+    if not isinstance(beside, Remote):
+        with torch.random.fork_rng(devices=[]):
+            return factory(*args, **kwargs)
+    message = {
+        "op": "make",
+        "target": beside._handle.number,
+        "factory": f"{factory.__module__}.{factory.__qualname__}",
+        "args": [_outgoing(a) for a in args],
+        "kwargs": {k: _outgoing(v) for k, v in kwargs.items()},
+        "rng": torch.get_rng_state(),
+    }
+    with _alarm_deferred():
+        reply = beside._channel.request(message, timeout=beside._timeout + 10)
+    if reply.get("forbidden"):
+        raise ForbiddenCall(reply["forbidden"])
+    value = _value(beside, reply["value"])
+    if isinstance(value, _Raised):
+        raise value.error
+    return value
 
 
 def call(fn: Remote | _Catching, args: tuple, kwargs: dict, *, timeout: float) -> Any:
