@@ -4,6 +4,7 @@
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
     tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
+    tensors       lesson 00's PyTorch primer: broadcasting a column against a row
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -27,6 +28,7 @@ from course_lib.diagrams.architecture import (
 )
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
+from course_lib.diagrams.tensors import broadcasting
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "tokenization_pipeline",
     "sliding_window",
     "embedding_row_pick",
+    "broadcasting",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -54,6 +57,7 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "tokenization_pipeline": tokenization_pipeline,
     "sliding_window": sliding_window,
     "embedding_row_pick": embedding_row_pick,
+    "broadcasting": broadcasting,
 }
 
 
