@@ -2,9 +2,11 @@
 
 Three small functions that practise the exercise workflow and preview ideas of later lessons:
 counting symbols (lesson 01 builds vocabularies), next-token pairs (every language model's training data),
-and rows that sum to one (what softmax produces in lesson 04).
+and rows that sum to one (what softmax produces in lesson 04). Two more belong to the lesson's PyTorch primer:
+distances between every pair of points, batched (broadcasting, the shape of attention scores in lesson 04), and
+gradient descent written by hand with autograd (what every training loop from lesson 07 on does).
 
-Shape legend: N rows, C columns.
+Shape legend: N rows / points, M points, C columns / channels; `...` any leading (batch) dimensions.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 from numbers import Integral
 
 import torch
+from torch import Tensor
 
-__all__ = ["count_characters", "next_token_pairs", "normalize_rows"]
+from course_lib import _checks
+
+__all__ = ["count_characters", "gradient_descent", "next_token_pairs", "normalize_rows", "pairwise_distances"]
 
 
 def count_characters(text: str) -> dict[str, int]:
@@ -54,3 +59,36 @@ def normalize_rows(x: torch.Tensor) -> torch.Tensor:
     if bool((totals == 0).any()):
         raise ValueError("x has a row that sums to 0; it cannot be normalised")
     return x / totals  # (N, C) / (N, 1) broadcasts over columns
+
+
+def pairwise_distances(a: Tensor, b: Tensor) -> Tensor:
+    """Euclidean distance from every point of `a` to every point of `b`, in every batch.
+
+    Lesson 00, exercise `pairwise_distances`. a (..., N, C), b (..., M, C) -> (..., N, M) with
+    out[..., i, j] = ||a[..., i, :] - b[..., j, :]||. The leading dimensions broadcast.
+    """
+    _checks.tensors(a=(a, "..., N, C"), b=(b, "..., M, C"))
+    diff = a.unsqueeze(-2) - b.unsqueeze(-3)  # (..., N, 1, C) - (..., 1, M, C) -> (..., N, M, C)
+    return diff.pow(2).sum(dim=-1).sqrt()  # (..., N, M): sum over the coordinates only
+
+
+def gradient_descent(w: Tensor, x: Tensor, y: Tensor, lr: float, steps: int) -> tuple[Tensor, list[float]]:
+    """Fit y ≈ x @ w by `steps` steps of gradient descent on the mean squared error, gradients from autograd.
+
+    Lesson 00, exercise `gradient_descent`. w (C,), x (N, C), y (N,). Returns the weights after the last step
+    (a new tensor: `w` itself is not changed) and the loss before each step's update, as Python floats.
+    """
+    _checks.tensors(w=(w, "C"), x=(x, "N, C"), y=(y, "N"))
+    _checks.positive_number("lr", lr)
+    _checks.int_between("steps", steps, 0)
+    w = w.detach().clone().requires_grad_(True)  # a leaf tensor of our own: backward() fills its .grad
+    losses = []
+    with torch.enable_grad():  # works even where the caller switched gradients off
+        for _ in range(steps):
+            loss = ((x @ w - y) ** 2).mean()  # (N, C) @ (C,) -> (N,) -> a scalar
+            loss.backward()  # w.grad = d loss / d w, shape (C,)
+            with torch.no_grad():  # the update is not part of the model: autograd must not record it
+                w -= lr * w.grad
+            w.grad.zero_()  # backward() adds to .grad: without this the next step would use both gradients
+            losses.append(loss.item())
+    return w.detach(), losses

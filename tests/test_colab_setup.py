@@ -135,4 +135,4 @@ def test_on_colab_the_last_cell_grades_the_notebook_the_browser_holds(monkeypatc
     monkeypatch.chdir(tmp_path)  # no saved copy of the lesson here: the browser's copy is the one graded
     report = lesson.grade_this_notebook("00_welcome")
     assert asked == ["get_ipynb"]
-    assert report.lesson == "00_welcome" and report.score == report.max_score == 9
+    assert report.lesson == "00_welcome" and report.score == report.max_score == 15

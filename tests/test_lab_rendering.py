@@ -161,7 +161,7 @@ def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
         page.get_by_text("| Idle").first.wait_for(timeout=90_000)  # the status bar: the kernel is up
         page.get_by_role("menuitem", name="Run", exact=True).click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()  # lesson 00's text names it too
-        report = page.get_by_text("Lesson 00_welcome: 9 / 9 points").first
+        report = page.get_by_text("Lesson 00_welcome: 15 / 15 points").first
         try:
             report.wait_for(timeout=240_000)  # executes the lesson, then nbgrader generate + autograde
         except Exception:
@@ -179,7 +179,7 @@ def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
         page.get_by_role("menuitem", name="Run", exact=True).click()
         # the menu's entry (lesson 00's text names it too)
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        report = page.get_by_text("Lesson 00_welcome: 0 / 9 points").first
+        report = page.get_by_text("Lesson 00_welcome: 0 / 15 points").first
         try:
             report.wait_for(timeout=240_000)
         except Exception:
@@ -187,6 +187,12 @@ def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
             raise
         # JupyterLab renders only the cells in view, so the checks' messages are read from the report, which
         # the last cell shows only if Run All got past every failing check (nbclient's test reads each one).
-        table = page.locator(".jp-RenderedMarkdown", has_text="Lesson 00_welcome: 0 / 9 points").first.inner_text()
-    for exercise in ("count_characters", "next_token_pairs", "normalize_rows"):
+        table = page.locator(".jp-RenderedMarkdown", has_text="Lesson 00_welcome: 0 / 15 points").first.inner_text()
+    for exercise in (
+        "count_characters",
+        "next_token_pairs",
+        "normalize_rows",
+        "pairwise_distances",
+        "gradient_descent",
+    ):
         assert f"{exercise}\t0 / 3\t{exercise}" in table and "not written yet" in table, table

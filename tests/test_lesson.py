@@ -72,5 +72,5 @@ def test_the_last_cell_grades_the_saved_notebook(monkeypatch, tmp_path):
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     monkeypatch.delenv("COURSE_SELF_GRADE", raising=False)
     report = lesson.grade_this_notebook("00_welcome")
-    assert report.lesson == "00_welcome" and report.score == report.max_score == 9
-    assert "**Lesson 00_welcome: 9 / 9 points**" in report._repr_markdown_()
+    assert report.lesson == "00_welcome" and report.score == report.max_score == 15
+    assert "**Lesson 00_welcome: 15 / 15 points**" in report._repr_markdown_()

@@ -49,6 +49,7 @@ def test_release_generate_and_git_pull_leave_the_learners_file_alone(tmp_path):
         target.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, target)
     shutil.copy(ROOT / ".gitignore", origin / ".gitignore")  # the course's own ignore rules
+    shutil.copytree(ROOT / "images", origin / "images")  # the diagrams the lesson shows (release inlines them)
     _git(origin, "init", "-q", "-b", "main")
     _git(origin, "-c", "user.name=course", "-c", "user.email=c@example.org", "add", "-A")
     _git(origin, "-c", "user.name=course", "-c", "user.email=c@example.org", "commit", "-qm", "lesson 00")

@@ -6,6 +6,7 @@
     tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
     attention     lessons 04-05: attention's data flow with numbers, the causal mask, cross-attention's wiring,
                   the split of the channels into heads and their merge
+    tensors       lesson 00's PyTorch primer: broadcasting a column against a row
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -35,6 +36,7 @@ from course_lib.diagrams.attention import (
 )
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
+from course_lib.diagrams.tensors import broadcasting
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "causal_mask_grid",
     "cross_attention_wiring",
     "head_split_merge",
+    "broadcasting",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -70,6 +73,7 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "causal_mask_grid": causal_mask_grid,
     "cross_attention_wiring": cross_attention_wiring,
     "head_split_merge": head_split_merge,
+    "broadcasting": broadcasting,
 }
 
 

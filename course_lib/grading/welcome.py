@@ -1,4 +1,8 @@
-"""Graders of lesson 00's warm-up exercises (see course_lib/welcome.py for the references)."""
+"""Graders of lesson 00's warm-up exercises (see course_lib/welcome.py for the references).
+
+The primer's two exercises, `pairwise_distances` and `gradient_descent`, are graded in
+`course_lib.grading.welcome_primer` and re-exported here, where the lesson's test cells import every check.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +22,15 @@ from course_lib.grading.kit.core import (
     tagged_cases,
 )
 from course_lib.grading.kit.guard import check_definition
+from course_lib.grading.welcome_primer import check_gradient_descent, check_pairwise_distances
 
-__all__ = ["check_count_characters", "check_next_token_pairs", "check_normalize_rows"]
+__all__ = [
+    "check_count_characters",
+    "check_gradient_descent",
+    "check_next_token_pairs",
+    "check_normalize_rows",
+    "check_pairwise_distances",
+]
 
 VISIBLE_TEXTS = ["abca", "hello world", "", "Mississippi"]
 VISIBLE_IDS = [[5, 7, 9], [1, 1, 1, 2], [3], []]

@@ -73,7 +73,15 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.welcome",
         grader="course_lib.grading.welcome",
         data=("the-verdict.txt", "tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
-        exercises=_exercises("count_characters", "next_token_pairs", "normalize_rows"),
+        exercises=_exercises(
+            "count_characters",
+            "next_token_pairs",
+            "normalize_rows",
+            "pairwise_distances",
+            "gradient_descent",
+            pairwise_distances=("torch.cdist",),
+            gradient_descent=("torch.optim.SGD",),  # the step is the exercise: written by hand, not an optimizer
+        ),
     ),
     Lesson(
         "01_tokenization",
