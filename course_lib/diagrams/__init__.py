@@ -4,6 +4,7 @@
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
     tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
+    gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -27,6 +28,7 @@ from course_lib.diagrams.architecture import (
 )
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
+from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
@@ -43,6 +45,8 @@ __all__ = [
     "tokenization_pipeline",
     "sliding_window",
     "embedding_row_pick",
+    "gpt2_architecture",
+    "kv_cache_step",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -54,6 +58,8 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "tokenization_pipeline": tokenization_pipeline,
     "sliding_window": sliding_window,
     "embedding_row_pick": embedding_row_pick,
+    "gpt2_architecture": gpt2_architecture,
+    "kv_cache_step": kv_cache_step,
 }
 
 
