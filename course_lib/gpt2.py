@@ -6,6 +6,7 @@
                            -> final LayerNorm -> output head tied to the token embedding
                            forward(idx, targets=None, cache=None) -> (logits, loss); attention_maps(idx)
     KVCache                every layer's keys and values so far, so generation feeds one new token per step
+    attend_with_cache      the same idea for one attention step, written plainly: append k, v, attend (exercise)
     gpt2_parameter_count   the parameter count from the sizes alone (Lesson 10, exercise)
     gpt2_flops_per_token   FLOPs (not multiply-adds: one multiply-add = 2 FLOPs) per token, forward or training
 
@@ -42,7 +43,7 @@ from course_lib.attention import attention_weights
 from course_lib.blocks import TransformerBlock
 from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
 
-__all__ = ["GPT2Config", "GPT2", "KVCache", "gpt2_parameter_count", "gpt2_flops_per_token"]
+__all__ = ["GPT2Config", "GPT2", "KVCache", "attend_with_cache", "gpt2_parameter_count", "gpt2_flops_per_token"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,30 @@ class KVCache:
         self.keys[layer][:, :, P : P + T] = k
         self.values[layer][:, :, P : P + T] = v
         return self.keys[layer][:, :, : P + T], self.values[layer][:, :, : P + T]
+
+
+def attend_with_cache(
+    q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of causal self-attention with a growing cache: what KVCache and the model do, in four lines.
+
+    Lesson 10, exercise `attend_with_cache`. q, k, v (B, H, T, D) belong to T new positions; k_cache, v_cache
+    (B, H, P, D) hold the keys and values of the P positions before them (P = 0: an empty cache). The new keys
+    and values go *after* the cached ones, so new query i sits at position P + i and may attend keys 0..P + i
+    (the causal triangle shifted right by P; with T = 1 every key is allowed). Scores are scaled by sqrt(D).
+    Returns (out (B, H, T, D), keys (B, H, P + T, D), values (B, H, P + T, D)): new tensors, the inputs unchanged.
+    The cached keys are not recomputed: in a causal model a position's key and value never change later.
+    """
+    _checks.tensors(
+        q=(q, "B, H, T, D"), k=(k, "B, H, T, D"), v=(v, "B, H, T, Dv"),
+        k_cache=(k_cache, "B, H, P, D"), v_cache=(v_cache, "B, H, P, Dv"),
+    )  # fmt: skip
+    P, T = k_cache.shape[2], q.shape[2]
+    keys = torch.cat([k_cache, k], dim=2)  # (B, H, P + T, D): the cached positions first, then the new ones
+    values = torch.cat([v_cache, v], dim=2)  # (B, H, P + T, Dv)
+    allowed = torch.ones(T, P + T, dtype=torch.bool, device=q.device).tril(diagonal=P)  # (T, P + T): keys 0..P+i
+    weights = attention_weights(q, keys, allowed)  # (B, H, T, P + T)
+    return weights @ values, keys, values  # (B, H, T, P + T) @ (B, H, P + T, Dv) -> (B, H, T, Dv)
 
 
 def _cached_attention(attn: MultiHeadAttention, x: Tensor, cache: KVCache, layer: int) -> Tensor:

@@ -7,6 +7,9 @@
     from_hf_model         a Hugging Face GPT2LMHeadModel -> our GPT2 computing the same logits
     to_hf_model           our GPT2 -> a Hugging Face GPT2LMHeadModel computing the same logits
     from_pretrained       download ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl") and convert
+    pretrained_if_available   Hugging Face's model from the local cache, or downloaded if the Hub answers quickly;
+                          otherwise None and why (lesson 10 runs offline too)
+    weight_names          the name table: ours, Hugging Face's (= nanoGPT's), and which are stored transposed
 
 The one trap: Hugging Face keeps OpenAI's original TensorFlow layout, a `Conv1D` module whose weight is
 (in_features, out_features) and computes x @ W + b; nn.Linear stores (out_features, in_features) and computes
@@ -17,7 +20,9 @@ and on the way out; embeddings, LayerNorms and biases are copied as they are. Th
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from typing import Any
 
 import torch
@@ -34,6 +39,8 @@ __all__ = [
     "from_hf_model",
     "to_hf_model",
     "from_pretrained",
+    "pretrained_if_available",
+    "weight_names",
     "PRETRAINED",
 ]
 
@@ -64,6 +71,17 @@ def _name_map(n_layers: int) -> list[tuple[str, str, bool]]:
     for i in range(n_layers):
         names += [(f"blocks.{i}.{ours}", f"h.{i}.{theirs}", t) for ours, theirs, t in _BLOCK_NAMES]
     return names + [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]
+
+
+def weight_names(n_layers: int) -> list[tuple[str, str, bool]]:
+    """(our name, GPT2LMHeadModel's name, stored transposed there) for every weight of an n_layers GPT-2.
+
+    Lesson 10's name table. nanoGPT uses Hugging Face's names too, with nn.Linear layers, so it transposes the
+    same four matrices of every block when it loads OpenAI's weights. The tied head comes last.
+    """
+    _checks.positive_int("n_layers", n_layers)
+    names = [(ours, f"transformer.{theirs}", t) for ours, theirs, t in _name_map(n_layers)]
+    return names + [("lm_head.weight", "lm_head.weight", False)]
 
 
 def config_from_hf(hf_config: Any, **overrides: object) -> GPT2Config:
@@ -196,3 +214,29 @@ def from_pretrained(name: str = "gpt2", **overrides: object) -> GPT2:
 
     hf_model = GPT2LMHeadModel.from_pretrained(name)
     return from_hf_model(hf_model, **overrides).eval()
+
+
+def pretrained_if_available(name: str = "gpt2", timeout: float = 3.0) -> tuple[Any | None, str]:
+    """Hugging Face's GPT2LMHeadModel `name` (eval mode) and how it was had, or (None, why not), without hanging.
+
+    Lesson 10. The local Hugging Face cache first (no network needed); then a download, but only when
+    huggingface.co accepts a connection within `timeout` seconds and HF_HUB_OFFLINE is not set.
+    """
+    _checks.one_of("name", name, PRETRAINED)
+    _checks.positive_number("timeout", timeout)
+    from transformers import GPT2LMHeadModel
+
+    try:
+        return GPT2LMHeadModel.from_pretrained(name, local_files_only=True).eval(), "from the Hugging Face cache"
+    except OSError:
+        pass  # not cached here
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no", "off"):
+        return None, f"{name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set"
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+    except OSError as error:
+        return None, f"{name} is not in the Hugging Face cache and huggingface.co cannot be reached ({error})"
+    try:
+        return GPT2LMHeadModel.from_pretrained(name).eval(), "downloaded from the Hugging Face Hub"
+    except OSError as error:  # e.g. a proxy that lets the connection through but not the download
+        return None, f"the download of {name} failed ({error})"

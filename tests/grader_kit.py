@@ -181,7 +181,10 @@ class LessonGraderTests:
 
     def test_the_reference_itself_earns_nothing(self, name):
         first = self.kit.parts.get(name, (name,))[0]  # the guard names the first reference it meets
-        words = f"is the course's reference `{self.kit.reference.__name__}.{first}`", f"write `{first}` yourself"
+        # Named where it is defined (a lesson's reference module may re-export it from another module).
+        defined = getattr(self.kit.reference, first)
+        label = f"{defined.__module__}.{defined.__qualname__}"
+        words = f"is the course's reference `{label}`", f"write `{first}` yourself"
         self.kit.fails(name, self.kit.reference_answer(name), *words, "earns no points")
 
     def test_a_check_leaves_the_global_random_state_alone(self, name):

@@ -11,7 +11,14 @@ import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
 from course_lib.blocks import TransformerBlock
-from course_lib.gpt2 import GPT2, GPT2Config, KVCache, gpt2_flops_per_token, gpt2_parameter_count
+from course_lib.gpt2 import (
+    GPT2,
+    GPT2Config,
+    KVCache,
+    attend_with_cache,
+    gpt2_flops_per_token,
+    gpt2_parameter_count,
+)
 
 # Published parameter counts of OpenAI's checkpoints as Hugging Face loads them (GPT2LMHeadModel.num_parameters()).
 PUBLISHED = {"small": 124_439_808, "medium": 354_823_168, "large": 774_030_080, "xl": 1_557_611_200}
@@ -218,6 +225,52 @@ def test_cache_buffers_fit_the_model():
     assert len(cache.keys) == config.n_layers and cache.keys[0].shape == (3, 2, 32, 8)
     with pytest.raises(ValueError, match="batch_size"):
         KVCache(config, batch_size=0)
+
+
+@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9], [2, 3, 4]])
+def test_attend_with_cache_chunk_by_chunk_equals_full_causal_attention(chunks):
+    # PyTorch's own causal attention over the whole sequence is the independent reference: past keys and values
+    # do not change, so feeding the positions in chunks through a growing cache gives the same rows.
+    B, H, D, Dv = 2, 3, 4, 5
+    T = sum(chunks)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(B, H, T, D, generator=g), torch.randn(B, H, T, D, generator=g)
+    v = torch.randn(B, H, T, Dv, generator=g)
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dv)
+    k_cache, v_cache = torch.empty(B, H, 0, D), torch.empty(B, H, 0, Dv)
+    pieces, start = [], 0
+    for n in chunks:
+        new = slice(start, start + n)
+        out, k_cache, v_cache = attend_with_cache(q[:, :, new], k[:, :, new], v[:, :, new], k_cache, v_cache)
+        pieces.append(out)
+        start += n
+        assert k_cache.shape == (B, H, start, D) and v_cache.shape == (B, H, start, Dv)
+    assert torch.allclose(torch.cat(pieces, dim=2), full, atol=1e-6)
+    assert torch.equal(k_cache, k) and torch.equal(v_cache, v)
+
+
+def test_attend_with_cache_shifts_the_triangle_and_leaves_its_inputs_alone():
+    B, H, P, T, D = 1, 2, 5, 3, 4
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    k_cache, v_cache = torch.randn(B, H, P, D), torch.randn(B, H, P, D)
+    before = [t.clone() for t in (q, k, v, k_cache, v_cache)]
+    out, keys, values = attend_with_cache(q, k, v, k_cache, v_cache)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, k_cache, v_cache), strict=True))
+    assert keys.data_ptr() != k_cache.data_ptr()
+    # Row i's weights, recomputed by hand: keys 0..P+i only (the newest query sees every key but the later ones).
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, P + T)
+    allowed = torch.arange(P + T)[None, :] <= (P + torch.arange(T))[:, None]
+    expected = scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ values
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert allowed[0].sum() == P + 1 and allowed[-1].all()
+
+
+def test_attend_with_cache_names_mismatched_shapes():
+    q = torch.randn(1, 2, 1, 4)
+    with pytest.raises(ValueError, match="k_cache"):
+        attend_with_cache(q, q, q, torch.randn(1, 2, 3, 5), torch.randn(1, 2, 3, 4))
+    with pytest.raises(ValueError, match="batch size B"):
+        attend_with_cache(q, q, q, torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4))
 
 
 # ---------------------------------------------------------------------------------------------------- counts

@@ -17,8 +17,10 @@ from course_lib.gpt2_weights import (
     from_hf_model,
     from_pretrained,
     load_hf_state_dict,
+    pretrained_if_available,
     to_hf_model,
     to_hf_state_dict,
+    weight_names,
 )
 
 
@@ -158,6 +160,35 @@ def test_hugging_face_variants_we_do_not_implement_are_refused(field, value):
 def test_from_pretrained_checks_the_name_before_downloading():
     with pytest.raises(ValueError, match="gpt2-tiny"):
         from_pretrained("gpt2-tiny")
+
+
+def test_weight_names_cover_both_models_and_say_which_are_transposed():
+    hf = _hf_model(n_layer=3)
+    ours = from_hf_model(hf)
+    names = weight_names(3)
+    theirs = hf.state_dict()
+    mine = ours.state_dict()
+    assert {o for o, _, _ in names} == set(mine) and {h for _, h, _ in names} <= set(theirs)
+    assert len(names) == 2 + 3 * 12 + 2 + 1
+    for our_name, hf_name, transposed in names:
+        expected = theirs[hf_name].t() if transposed else theirs[hf_name]
+        assert torch.equal(mine[our_name], expected), (our_name, hf_name)
+        assert transposed == hf_name.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight"))  # Conv1D's
+    assert sum(t for _, _, t in names) == 4 * 3  # c_attn, attn.c_proj, c_fc, mlp.c_proj of each block
+    with pytest.raises(ValueError, match="n_layers"):
+        weight_names(0)
+
+
+def test_pretrained_if_available_says_why_not_instead_of_waiting(monkeypatch):
+    # Whatever this machine's network: with HF_HUB_OFFLINE set and nothing cached, the answer is None and a reason.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", os.devnull + "-nothing-cached-here")
+    model, why = pretrained_if_available("gpt2")
+    assert model is None and "HF_HUB_OFFLINE" in why
+    with pytest.raises(ValueError, match="gpt2-tiny"):
+        pretrained_if_available("gpt2-tiny")
+    with pytest.raises(ValueError, match="timeout"):
+        pretrained_if_available("gpt2", timeout=0)
 
 
 def _hub_reachable() -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import torch.nn.functional as F
 from course_lib import attention, tokenization
 from course_lib.grading import GradingError, call_answer, check_definition
 from course_lib.grading.kit.errors import Graded
-from course_lib.grading.kit.guard import forbidden, source_problems
+from course_lib.grading.kit.guard import Forbidden, forbidden, source_problems, watching
 from course_lib.workflow import manifest
 from tests.answers import define
 
@@ -108,6 +109,35 @@ def test_tokenizer_libraries_are_forbidden_for_tokenizer_exercises():
         call_answer(Graded(tokenization.bpe_encode), define(code, "f"), "hello", {})
     # ...but allowed where the contract does not forbid it (the reference computes expected values freely).
     assert call_answer(Graded(tokenization.sliding_window_pairs), define(code, "f"), "hello", {}) == [31373]
+
+
+def test_a_forbidden_librarys_import_hook_is_not_a_call_of_it(tmp_path, monkeypatch):
+    # A package may put a finder on sys.meta_path (transformers does): every later import passes through its code,
+    # and on into more of its own. An answer that imports something new has not used that package; an answer that
+    # calls into it has.
+    (tmp_path / "hookpkg").mkdir()
+    (tmp_path / "hookpkg" / "__init__.py").write_text(
+        "import sys\n\nclass Finder:\n    @staticmethod\n    def find_spec(name, path=None, target=None):\n"
+        "        return helper(None)\n\nsys.meta_path.insert(0, Finder)\n\ndef helper(x):\n    return x\n"
+    )
+    (tmp_path / "fresh_module_for_the_guard.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import hookpkg
+
+    forbidden_ = Forbidden()
+    forbidden_.packages["hookpkg"] = str(tmp_path / "hookpkg")
+    try:
+        importing = define("def f():\n    import fresh_module_for_the_guard\n    return 1", "f")
+        hits: list[str] = []
+        with watching(forbidden_, hits):
+            importing()
+        assert hits == []
+        with watching(forbidden_, hits):
+            define("import hookpkg\ndef g():\n    return hookpkg.helper(2)", "g")()
+        assert hits == ["the `hookpkg` library"]
+    finally:
+        sys.meta_path[:] = [f for f in sys.meta_path if type(f).__module__ != "hookpkg" and f is not hookpkg.Finder]
+        sys.modules.pop("fresh_module_for_the_guard", None)
 
 
 def test_learner_exceptions_and_loops_become_messages():

@@ -161,13 +161,24 @@ ONE_WRONG = {
         "    return x, y\n",
         "off by one",
     ),
+    "10_gpt2": (
+        "top_p_filter",
+        "import torch\n\n\n"
+        "def top_p_filter(logits, p):\n"
+        "    probs = torch.softmax(logits, dim=-1)\n"
+        "    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)\n"
+        "    drop_sorted = torch.cumsum(sorted_probs, dim=-1) > p\n"
+        "    drop = drop_sorted.scatter(-1, order, drop_sorted)\n"
+        "    return logits.masked_fill(drop, float('-inf'))\n",
+        "carries the running total across p was dropped",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
 for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
-           "statquest", "char_lm"):
+           "statquest", "char_lm", "gpt2"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -7,6 +7,7 @@
     attention     lessons 04-05: attention's data flow with numbers, the causal mask, cross-attention's wiring,
                   the split of the channels into heads and their merge
     tensors       lesson 00's PyTorch primer: broadcasting a column against a row
+    gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -37,6 +38,7 @@ from course_lib.diagrams.attention import (
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.tensors import broadcasting
+from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
@@ -58,6 +60,8 @@ __all__ = [
     "cross_attention_wiring",
     "head_split_merge",
     "broadcasting",
+    "gpt2_architecture",
+    "kv_cache_step",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -74,6 +78,8 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "cross_attention_wiring": cross_attention_wiring,
     "head_split_merge": head_split_merge,
     "broadcasting": broadcasting,
+    "gpt2_architecture": gpt2_architecture,
+    "kv_cache_step": kv_cache_step,
 }
 
 

@@ -211,7 +211,46 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.char_lm",
         grader="course_lib.grading.char_lm",
         data=("tinyshakespeare.txt",),
-        exercises=_exercises("build_char_vocab", "get_batch", "BigramLanguageModel", "sample_next_token"),
+        exercises=_exercises(
+            "build_char_vocab",
+            "get_batch",
+            "BigramLanguageModel",
+            "sample_next_token",
+            # Lesson 10's sampler of the same name (with top_p) and its top-k step would do this exercise's work.
+            sample_next_token=("course_lib.generate.sample_next_token", "course_lib.generate.top_k_filter"),
+        ),
+    ),
+    Lesson(
+        "10_gpt2",
+        "GPT-2",
+        modules=("gpt2", "gpt2_weights", "generate", "train", "gpt2_exercises", "char_lm", "loss_plots", "plotting"),
+        # The four references live in gpt2, generate and train; gpt2_exercises re-exports them (the objects
+        # themselves), so the one module bound as `ref` holds all four and no import cycle appears.
+        references="course_lib.gpt2_exercises",
+        grader="course_lib.grading.gpt2",
+        data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        exercises=_exercises(
+            "gpt2_parameter_count",
+            "cosine_lr",
+            "top_p_filter",
+            "attend_with_cache",
+            gpt2_parameter_count=("course_lib.gpt2.GPT2", "module:transformers"),  # build a model and count
+            top_p_filter=("module:transformers",),  # TopPLogitsWarper
+            attend_with_cache=(
+                "torch.nn.functional.scaled_dot_product_attention",
+                "torch.nn.MultiheadAttention",
+                "course_lib.gpt2.KVCache",
+            ),
+            cosine_lr=(
+                "torch.optim.lr_scheduler.CosineAnnealingLR",
+                "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts",
+                "torch.optim.lr_scheduler.LambdaLR",
+                "torch.optim.lr_scheduler.LinearLR",
+                "torch.optim.lr_scheduler.SequentialLR",
+                "torch.optim.lr_scheduler.OneCycleLR",
+                "module:transformers",  # get_cosine_schedule_with_warmup
+            ),
+        ),
     ),
 )
 

@@ -290,6 +290,16 @@ def watch_calls(reference: Any) -> Iterator[None]:
         raise _fail(reference.__name__, hits[0], "calls")
 
 
+def _import_hook(frame: types.FrameType, banned: Forbidden) -> bool:
+    """Code of a forbidden package that the import system called (directly, or through more of that package's
+    code): a package such as transformers puts a finder on sys.meta_path, and then every new import in the
+    learner's code passes through it. That is not a use of the package; a call from the learner's code is."""
+    caller = frame.f_back
+    while caller is not None and banned.package_of_code(caller.f_code) is not None:
+        caller = caller.f_back
+    return caller is not None and caller.f_code.co_filename.startswith("<frozen importlib")
+
+
 @contextlib.contextmanager
 def watching(banned: Forbidden, hits: list[str]) -> Iterator[None]:
     """Append to `hits` the label of the first forbidden function the body enters (no error is raised here)."""
@@ -301,7 +311,7 @@ def watching(banned: Forbidden, hits: list[str]) -> Iterator[None]:
             label = banned.codes.get(id(frame.f_code))
             if label is None:
                 package = banned.package_of_code(frame.f_code)
-                label = f"the `{package}` library" if package else None
+                label = f"the `{package}` library" if package and not _import_hook(frame, banned) else None
             if label is not None:
                 hits.append(label)
         elif event == "c_call":
