@@ -3,6 +3,9 @@
     cosine_lr(step, ...)           learning rate: linear warm-up, then a cosine decay to min_lr (lesson 10)
     grad_accum_steps(...)          how many micro-batches add up to the batch size we want (lesson 11)
     estimate_mfu(...)              model FLOPs utilisation: the fraction of the GPU's peak we use (lesson 11)
+    rank_batch(...)                the block of tokens one of several processes trains on (lesson 11; it lives in
+                                   train_data, with the loader that uses it, and is imported here so that the
+                                   lesson's three exercises have their references in one module, its `ref`)
     PEAK_FLOPS, peak_flops(...)    dense bf16/fp16 tensor-core peaks of common GPUs, from NVIDIA's datasheets
     TrainConfig, train(model, config, on_log=...)      the loop itself
 
@@ -35,7 +38,11 @@ from torch import nn
 from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from course_lib.generate import sample_next_token
-from course_lib.train_data import ShardLoader, read_header
+from course_lib.train_data import ShardLoader, rank_batch, read_header
+
+# rank_batch is lesson 11's third exercise, re-exported from train_data (see the docstring).
+__all__ = ["PEAK_FLOPS", "TrainConfig", "cosine_lr", "estimate_mfu", "grad_accum_steps", "peak_flops", "rank_batch"]
+__all__ += ["evaluate", "gpu_model", "main", "sample", "train"]
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -131,6 +138,7 @@ def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
 # same shards may have moved, e.g. to Google Drive; the header and shard sizes are checked again on resume).
 RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
 RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
+RESUMABLE_CHANGES |= {"peak_flops"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +166,7 @@ class TrainConfig:
     max_time_s: float | None = None  # time budget: stop cleanly after this many seconds
     precision: str = "auto"  # "auto" (from the device), "bf16", "fp16", "fp32"
     compile: bool = False  # torch.compile the model (GPU; the first steps are slow while it compiles)
+    peak_flops: float | None = None  # FLOP/s that MFU is measured against; None: the GPU's, from PEAK_FLOPS
     device: str = "auto"
     seed: int = 1337
     extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
@@ -169,6 +178,8 @@ class TrainConfig:
         for name in ("eval_interval", "sample_interval", "checkpoint_interval"):
             _checks.int_between(name, getattr(self, name), 0, note="0 = never")
         _checks.one_of("precision", self.precision, ("auto", *train_setup.PRECISIONS))
+        if self.peak_flops is not None:
+            _checks.positive_number("peak_flops", self.peak_flops)
 
 
 def _all_mean(value: torch.Tensor, dist: train_setup.Distributed) -> torch.Tensor:
@@ -274,7 +285,7 @@ def train(
 
     n_params = sum(p.numel() for p in raw_model.parameters())
     shape = attention_shape(raw_model)
-    peak = peak_flops(train_setup.device_name(device), precision)
+    peak = cfg.peak_flops or peak_flops(train_setup.device_name(device), precision)  # None: no MFU (a CPU)
     encoding = _encoding(loader.header) if cfg.sample_interval else None
     for step in range(start_step, cfg.max_steps):
         out_of_time = torch.tensor(float(cfg.max_time_s is not None and time.perf_counter() - started > cfg.max_time_s))

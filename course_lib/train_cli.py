@@ -124,6 +124,8 @@ def settings(args: argparse.Namespace, config_class: type) -> dict:
 @contextlib.contextmanager
 def json_log(path: Path | None) -> Iterator[Callable[[dict], None]]:
     """An on_log callback that prints each record as one JSON line and appends it to `path` (if given)."""
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)  # `--log runs/log.jsonl` in a fresh folder
     file = open(path, "a") if path else None  # noqa: SIM115 (closed below)
 
     def on_log(record: dict) -> None:

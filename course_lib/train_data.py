@@ -9,11 +9,13 @@ trains as easily as Tiny Shakespeare.
     prepare_tiny_shakespeare(out_dir)      offline: the committed text, first 90% train, last 10% val
     prepare_documents(documents, out_dir)  any stream of documents, each starting with <|endoftext|>
     hub_documents("HuggingFaceFW/fineweb-edu", "sample-10BT")   online: a Hugging Face dataset, streamed
+    rank_batch(tokens, micro_step, B, T, rank, world_size)      the (x, y) one process trains on (lesson 11)
     ShardLoader(out_dir, "train", B, T, rank, world_size)       (x, y) batches in order, resumable
 
-``ShardLoader`` walks the shards in order, like nanoGPT's loader: each step takes the next ``B*T*world_size``
-tokens (+1 for the shifted targets), rank ``r`` the ``r``-th block of them. Its whole state is two integers
-(shard, position), saved in every checkpoint, so a resumed run reads exactly the batches it would have read.
+``ShardLoader`` walks the shards in order, like nanoGPT's loader: each micro-step takes the next
+``B*T*world_size`` tokens (+1 for the shifted targets), rank ``r`` the ``r``-th block of them (`rank_batch`).
+Its whole state is two integers (shard, position), saved in every checkpoint, so a resumed run reads exactly
+the batches it would have read.
 
 Shape legend: B batch, T time (seq_len), V vocabulary.
 """
@@ -220,6 +222,32 @@ def read_header(data_dir: str | os.PathLike) -> dict:
     return header
 
 
+def rank_batch(
+    tokens: Tensor, micro_step: int, batch_size: int, seq_len: int, rank: int = 0, world_size: int = 1
+) -> tuple[Tensor, Tensor]:
+    """Lesson 11, exercise `rank_batch`: the (x, y) that process `rank` of `world_size` trains on at `micro_step`.
+
+    The stream is cut into blocks of B*T tokens. At each micro-step the processes together read the next
+    world_size blocks, rank r the r-th of them: block micro_step * world_size + rank. x is that block as B rows
+    of T tokens, y the same block one token on (so one token past the block is needed for the last target).
+    Read this way, N processes with B rows each see exactly the batch one process with N*B rows would see.
+    """
+    _checks.tensor("tokens", tokens, "N", integer=True)
+    _checks.int_between("micro_step", micro_step, 0)
+    _checks.positive_ints(batch_size=batch_size, seq_len=seq_len, world_size=world_size)
+    _checks.int_between("rank", rank, 0, world_size - 1, note="a process index below world_size")
+    block = batch_size * seq_len
+    start = (micro_step * world_size + rank) * block  # the first token of this rank's block
+    if start + block + 1 > len(tokens):
+        raise ValueError(
+            f"`tokens` holds {len(tokens)} tokens; micro-step {micro_step} of rank {rank} needs tokens "
+            f"{start}..{start + block} (its block of batch_size*seq_len = {block}, plus one for the last target)"
+        )
+    x = tokens[start : start + block].view(batch_size, seq_len)  # (B, T)
+    y = tokens[start + 1 : start + block + 1].view(batch_size, seq_len)  # (B, T) the token after each position
+    return x, y
+
+
 class ShardLoader:
     """(x, y) batches of `batch_size` rows of `seq_len` tokens, read in order from the shards of one split.
 
@@ -266,10 +294,9 @@ class ShardLoader:
 
     def next_batch(self) -> tuple[Tensor, Tensor]:
         """The next (x, y), both (B, T) int64 on the CPU; y is x shifted one token to the left."""
-        start = self.position + self.rank * self.B * self.T
-        chunk = torch.from_numpy(self.tokens[start : start + self.B * self.T + 1].astype(np.int64))  # (B*T+1,)
-        x = chunk[:-1].view(self.B, self.T)  # (B, T)
-        y = chunk[1:].view(self.B, self.T)  # (B, T) the token after each position
+        # This micro-step's tokens of every rank (B*T*world_size + 1), of which rank_batch takes this rank's block.
+        window = self.tokens[self.position : self.position + self.step_tokens + 1]
+        x, y = rank_batch(torch.from_numpy(window.astype(np.int64)), 0, self.B, self.T, self.rank, self.world_size)
         self.position += self.step_tokens
         if self.position + self.step_tokens + 1 > len(self.tokens):  # the next step would run off the end
             if self.shard + 1 == len(self.shards):

@@ -172,13 +172,20 @@ ONE_WRONG = {
         "    return logits.masked_fill(drop, float('-inf'))\n",
         "carries the running total across p was dropped",
     ),
+    "11_gpt2_training_gpu": (
+        "estimate_mfu",
+        "def estimate_mfu(n_params, n_layers, n_heads, d_head, seq_len, tokens_per_second, peak_flops):\n"
+        "    flops_per_token = 2 * n_params + 12 * n_layers * n_heads * d_head * seq_len\n"
+        "    return flops_per_token * tokens_per_second / peak_flops\n",
+        "counts the forward pass only",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
 for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
-           "statquest", "char_lm", "gpt2"):
+           "statquest", "char_lm", "gpt2", "train"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -194,6 +194,19 @@ def test_training_lowers_the_loss_and_logs_each_step(shards):
     assert step["tokens_per_s"] > 0 and step["mfu"] is None and step["lr"] == cosine_lr(0, 3e-3, 3e-4, 2, 30)
 
 
+def test_mfu_is_logged_against_a_stated_peak(shards):
+    """On a CPU there is no datasheet peak: with `peak_flops` given, each step's MFU is estimate_mfu of its
+    tokens/s against it (the lesson states its CPU peak as an assumption)."""
+    model = tiny_model(kind="gpt2")
+    records = train(model, config(shards, max_steps=3, peak_flops=1e12))
+    n_params = sum(p.numel() for p in model.parameters())
+    for step in (r for r in records if r["kind"] == "train"):
+        expected = estimate_mfu(n_params, 2, 4, 8, 16, step["tokens_per_s"], 1e12)
+        assert step["mfu"] == pytest.approx(expected, rel=1e-12) and 0 < step["mfu"] < 1
+    with pytest.raises(ValueError, match="`peak_flops` must be a positive number"):
+        config(shards, peak_flops=0.0)
+
+
 def test_accumulation_equals_one_big_batch(shards):
     """Two micro-batches of 2 rows with loss/2 each = one batch of 4 rows: the same tokens, the same mean."""
     big = train(tiny_model(), config(shards, micro_batch_size=4))

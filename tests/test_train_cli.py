@@ -18,7 +18,15 @@ def test_help_lists_the_commands_and_the_settings(capsys):
         main(["run", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--smoke", "--resume", "--micro-batch-size", "--total-batch-tokens", "--max-time-s", "--compile"):
+    for flag in (
+        "--smoke",
+        "--resume",
+        "--micro-batch-size",
+        "--total-batch-tokens",
+        "--max-time-s",
+        "--compile",
+        "--peak-flops",
+    ):
         assert flag in out
 
 
@@ -26,10 +34,10 @@ def test_a_run_logs_json_lines_and_resumes(tmp_path, capsys):
     data = make_shards(tmp_path / "data")
     args = ["run", "--data-dir", str(data), "--model", "tiny", "--seq-len", "16", "--micro-batch-size", "4"]
     args += ["--warmup-steps", "1", "--eval-interval", "0", "--device", "cpu", "--precision", "fp32"]
-    args += ["--checkpoint-path", str(tmp_path / "ck.pt"), "--log", str(tmp_path / "log.jsonl")]
+    args += ["--checkpoint-path", str(tmp_path / "ck.pt"), "--log", str(tmp_path / "runs" / "log.jsonl")]
     full = main([*args, "--max-steps", "4"])
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    logged = [json.loads(line) for line in (tmp_path / "runs" / "log.jsonl").read_text().splitlines()]  # folder made
     assert printed == logged == full
     assert [r["step"] for r in full if r["kind"] == "train"] == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="cannot resume exactly.*max_steps: 4 -> 6"):

@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from course_lib.data import gpt2_encoding, load_text
 from course_lib.train_data import (
@@ -16,6 +18,7 @@ from course_lib.train_data import (
     hub_documents,
     prepare_documents,
     prepare_tiny_shakespeare,
+    rank_batch,
     write_shards,
 )
 
@@ -58,6 +61,48 @@ def test_ranks_read_consecutive_blocks_of_one_big_batch(tmp_path, stream):
         x, y = one.next_batch()
         parts = [loader.next_batch() for loader in ranks]
         assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(torch.cat([p[1] for p in parts]), y)
+
+
+def test_rank_batch_takes_block_micro_step_times_world_size_plus_rank():
+    tokens = torch.arange(200)  # each token is its own position
+    x, y = rank_batch(tokens, 2, batch_size=2, seq_len=4, rank=1, world_size=3)
+    start = (2 * 3 + 1) * 8  # block 7 of 8 tokens
+    assert x.tolist() == [list(range(start, start + 4)), list(range(start + 4, start + 8))]
+    assert torch.equal(y, x + 1) and x.dtype == torch.int64
+    x, y = rank_batch(tokens, 0, 3, 5)  # one process: the stream from its start
+    assert torch.equal(x.flatten(), tokens[:15]) and torch.equal(y.flatten(), tokens[1:16])
+
+
+@given(st.integers(0, 5), st.integers(1, 4), st.integers(1, 6), st.integers(1, 4))
+def test_the_ranks_of_a_micro_step_together_read_one_big_batch(micro_step, batch_size, seq_len, world_size):
+    """world_size processes of batch_size rows each read, in rank order, the rows of one process with
+    world_size * batch_size rows: DDP then averages the gradients of exactly that big batch."""
+    tokens = torch.randperm(1000, generator=torch.Generator().manual_seed(micro_step))
+    parts = [rank_batch(tokens, micro_step, batch_size, seq_len, r, world_size) for r in range(world_size)]
+    x, y = rank_batch(tokens, micro_step, world_size * batch_size, seq_len)
+    assert torch.equal(torch.cat([p[0] for p in parts]), x) and torch.equal(torch.cat([p[1] for p in parts]), y)
+
+
+def test_rank_batch_is_what_the_loader_reads(tmp_path, stream):
+    write_shards({"train": [stream]}, tmp_path, 300)
+    loaders = [ShardLoader(tmp_path, "train", batch_size=2, seq_len=8, rank=r, world_size=3) for r in range(3)]
+    for micro_step in range(5):
+        for rank, loader in enumerate(loaders):
+            expected = rank_batch(torch.from_numpy(stream), micro_step, 2, 8, rank, 3)
+            assert all(torch.equal(a, b) for a, b in zip(loader.next_batch(), expected, strict=True))
+
+
+def test_rank_batch_errors_name_the_argument():
+    tokens = torch.arange(50)
+    with pytest.raises(ValueError, match="`rank` must be an int in 0..1 .*got 2"):
+        rank_batch(tokens, 0, 2, 4, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="holds 50 tokens; micro-step 3 of rank 0 needs tokens 48..56"):
+        rank_batch(tokens, 3, 2, 4, rank=0, world_size=2)
+    with pytest.raises(ValueError, match="holds 49 tokens"):
+        rank_batch(torch.arange(49), 0, 7, 7)  # a block of 49 tokens needs one more for the last target
+    assert rank_batch(torch.arange(50), 0, 7, 7)[1][-1, -1] == 49
+    with pytest.raises(TypeError, match="integer tensor"):
+        rank_batch(tokens.float(), 0, 2, 4)
 
 
 def test_loader_position_is_saved_and_restored(tmp_path, stream):

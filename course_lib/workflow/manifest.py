@@ -252,6 +252,26 @@ LESSONS: tuple[Lesson, ...] = (
             ),
         ),
     ),
+    Lesson(
+        "11_gpt2_training_gpu",
+        "Training GPT-2 on a GPU",
+        modules=(
+            "train",
+            "train_setup",
+            "train_data",
+            "checkpoint",
+            "train_lightning",
+            "train_cli",
+            "gpt2",
+            "loss_plots",
+        ),
+        # The three exercises' references are all reachable from course_lib.train (rank_batch is defined in
+        # train_data, next to the loader that uses it, and re-exported there), so the lesson binds one `ref`.
+        references="course_lib.train",
+        grader="course_lib.grading.train",
+        data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        exercises=_exercises("grad_accum_steps", "estimate_mfu", "rank_batch"),
+    ),
 )
 
 # Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
