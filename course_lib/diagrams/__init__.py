@@ -37,8 +37,8 @@ from course_lib.diagrams.attention import (
 )
 from course_lib.diagrams.batches import get_batch_windows
 from course_lib.diagrams.draw import COLOURS, DPI
-from course_lib.diagrams.tensors import broadcasting
 from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
+from course_lib.diagrams.tensors import broadcasting
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
 
 __all__ = [
