@@ -1,6 +1,6 @@
 """Measure how long each lesson takes to execute and to autograde (medians; for the README and issue notes).
 
-    .venv/bin/python -m tests.benchmarks.time_lessons [--repeats 3] [LESSON ...]
+    .venv/bin/python -m tests.benchmarks.time_lessons [--repeats 3] [--save DIR] [LESSON ...]
 
 Execution: the instructor source run top to bottom by nbclient (self-grading off), as a learner's laptop would.
 Autograde: one submission (the student version with the reference answers pasted in) graded by
@@ -8,6 +8,7 @@ Autograde: one submission (the student version with the reference answers pasted
 Trusted verdicts: `course_lib.workflow.trusted.grade` alone on the same answers (a sandbox per exercise, the
 checks run in this process), the part of an autograde that trusted grading adds; its share of the autograde time
 is printed beside it. The machine is shared and noisy: each figure is the median of --repeats runs.
+--save DIR keeps each lesson's last executed notebook there, to read the figures a run printed (losses, samples).
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ from course_lib.workflow.selfgrade import grade_notebook
 from tests.nbtools import LESSONS, grade_id, read, solved, source_path
 
 
-def execute_seconds(lesson: str) -> float:
+def execute_seconds(lesson: str, save: Path | None = None) -> float:
     path = source_path(lesson)
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
-    return time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, save / path.name)
+    return seconds
 
 
 def autograde_seconds(lesson: str) -> tuple[float, str]:
@@ -60,11 +65,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lessons", nargs="*", default=LESSONS)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--save", type=Path, help="folder for each lesson's last executed notebook")
     args = parser.parse_args()
     os.environ["COURSE_SELF_GRADE"] = "off"
     print(f"{'lesson':<26}{'execute s':>10}{'autograde s':>12}{'trusted s':>10}{'share':>7}  score   runs (medians)")
     for lesson in args.lessons:
-        executed = [execute_seconds(lesson) for _ in range(args.repeats)]
+        executed = [execute_seconds(lesson, args.save) for _ in range(args.repeats)]
         graded = [autograde_seconds(lesson) for _ in range(args.repeats)]
         seconds = [s for s, _ in graded]
         verdicts = [trusted_seconds(lesson) for _ in range(args.repeats)]
