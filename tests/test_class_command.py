@@ -34,8 +34,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class-command")]  # one
 
 LESSON = "00_welcome"
 OTHER = "01_tokenization"
-KILLERS = {  # answers that end the kernel's process: only their exercise may lose points
+KILLERS = {  # answers that end the kernel's process, or try to: only their exercise may lose points
     "os_exit": "import os\nos._exit(3)\n",
+    "sys_exit": "import sys\nsys.exit(3)\n",  # IPython turns SystemExit into an error in the cell
     "segfault": "import ctypes\nctypes.string_at(0)\n",
 }
 MEMORY = "1G"  # per process for this class (the course's default is 4G): a bomb reaches it in a second
@@ -170,7 +171,7 @@ def test_every_submission_gets_one_outcome(graded):
     assert "re-created by copy and paste" in result.failed["no_metadata"]
     for why in result.failed.values():
         assert "\n" not in why and why
-    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "os_exit", "segfault", "old_format"}
+    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "old_format", *KILLERS}
     graded_now |= {"memory_bomb", "call_bomb", "printer", "x_gradebook", "x_neighbour"}
     assert set(result.graded) == graded_now
     report = (course / "class_report.md").read_text(encoding="utf-8")
