@@ -14,7 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 from course_lib.workflow.class_report import exercise_of, first_sentence, remarks
-from course_lib.workflow.classroom import _limit_options, _reason, collect_folder
+from course_lib.workflow.classroom import _limit_options, _reason, collect_folder, kernel_threads
 from course_lib.workflow.course import CourseError
 from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER, KeepGradingWhenKernelDies
@@ -156,3 +156,10 @@ def test_remarks_say_what_happened_in_one_phrase_each():
         "output cut in `next_token_pairs` (9 came, 5 dropped)",
     ]
     assert remarks(nbformat.v4.new_notebook(), []) == []
+
+
+def test_workers_share_the_cores_among_their_kernels(monkeypatch):
+    """Each worker's kernels get cores // workers threads (two kernels with a thread per core each fought over 2
+    cores: lesson 04's class graded about as slowly with 2 workers as with 1)."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert [kernel_threads(w) for w in (1, 2, 3, 4, 8)] == [4, 2, 1, 1, 1]

@@ -235,16 +235,7 @@ def check_get_batch(answer: Any, cases: list | None = None) -> Passed:
         torch.manual_seed(_GLOBAL_SEED)
         got = call_without_grad(name, answer, given, T, B, core.generator(seed), what=what, hints=_BATCH_HINTS)
         expect_unchanged(name, {"data": (given, data)}, what)
-        if not (isinstance(got, tuple | list) and len(got) == 2):
-            raise GradingError(name, f"{what} should return a pair (x, y), got {describe(got)}.")
-        for label, value in zip("xy", got, strict=True):
-            if not isinstance(value, Tensor):
-                raise GradingError(
-                    name, f"{what}: {label} should be a tensor of shape {(B, T)}, got {describe(value)}."
-                )
-            if value.dtype.is_floating_point or value.dtype == torch.bool:
-                raise GradingError(name, f"{what}: {label} has dtype {value.dtype}; ids stay integers (torch.long).")
-        pair = (got[0], got[1])
+        pair = core.expect_id_batch_pair(name, got, (B, T), what)
         if _same_batch(pair, expected):
             continue
         mistake = _batch_mistake(data, T, B, seed, pair, expected)

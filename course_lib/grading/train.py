@@ -34,6 +34,7 @@ from course_lib.grading.kit.core import (
     call_label,
     catching,
     describe,
+    expect_id_batch_pair,
     expect_unchanged,
     is_int,
     tagged_cases,
@@ -334,15 +335,7 @@ def check_rank_batch(answer: Any, cases: list | None = None) -> Passed:
         given = args[0]
         got = call_without_grad(name, answer, *args, what=what)
         expect_unchanged(name, {"tokens": (given, tokens)}, what)
-        if not (isinstance(got, tuple | list) and len(got) == 2):
-            raise GradingError(name, f"{what} should return a pair (x, y), got {describe(got)}.")
-        for label, value in zip("xy", got, strict=True):
-            if not isinstance(value, Tensor):
-                raise GradingError(
-                    name, f"{what}: {label} should be a tensor of shape {(B, T)}, got {describe(value)}."
-                )
-            if value.dtype.is_floating_point or value.dtype == torch.bool:
-                raise GradingError(name, f"{what}: {label} has dtype {value.dtype}; token ids stay integers.")
+        got = expect_id_batch_pair(name, got, (B, T), what)
         if _same_pair(got, expected):
             continue
         mistake = _rank_mistake(tokens, (s, B, T, r, W), got, expected)

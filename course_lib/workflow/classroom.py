@@ -12,7 +12,9 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
    own copy of `course_lib` (as the round-trip tests do): what a submission writes there is put back by that
    worker, never blamed on another worker's student, and never lands in the instructor's checkout. Every
    kernel runs confined (`kernels.py`: `--memory` per process, with Landlock writes only in its own folder), and
-   each worker reports its peak memory;
+   each worker reports its peak memory. Each worker's kernels get an equal share of the cores as torch's thread
+   count (`OMP_NUM_THREADS`, unless it is set already): two kernels that each start one thread per core fight
+   over the cores, and a lesson that trains graded about as slowly with 2 workers as with one;
 4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise);
 5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`: one line for
    each submission that could not be graded or has something to look at).
@@ -200,6 +202,12 @@ def _follow(command: list[str], course: Path, env: dict[str, str], progress: _Pr
         progress.step()
 
 
+def kernel_threads(workers: int) -> int:
+    """Threads for each worker's kernels: the cores this process may use, shared equally, at least one."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, workers))
+
+
 def autograde_parallel(
     course: Path,
     lesson: str,
@@ -222,6 +230,7 @@ def autograde_parallel(
             others = sorted(everyone - set(group)) or ["-"]
             library = _library_copy(Path(tmp) / f"worker-{k}")
             env = dict(os.environ)
+            env.setdefault("OMP_NUM_THREADS", str(kernel_threads(len(groups))))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(library), env.get("PYTHONPATH")) if p)
             env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
             command = [sys.executable, "-m", "course_lib.workflow.startup", "--report-peak-memory"]

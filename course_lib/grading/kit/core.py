@@ -219,6 +219,20 @@ def expect_int_list(exercise: str, got: Any, what: str) -> None:
             )
 
 
+def expect_id_batch_pair(exercise: str, got: Any, shape: tuple[int, int], what: str) -> tuple[Any, Any]:
+    """`got` must be a pair (x, y) of integer tensors (batches of token ids of `shape`); returns it as a tuple."""
+    if not (isinstance(got, tuple | list) and len(got) == 2):
+        raise GradingError(exercise, f"{what} should return a pair (x, y), got {describe(got)}.")
+    for label, value in zip("xy", got, strict=True):
+        if not isinstance(value, torch.Tensor):
+            raise GradingError(exercise, f"{what}: {label} should be a tensor of shape {shape}, got {describe(value)}.")
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise GradingError(
+                exercise, f"{what}: {label} has dtype {value.dtype}; token ids stay integers (torch.long)."
+            )
+    return got[0], got[1]
+
+
 def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
     """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
     for argument, (after, before) in inputs.items():
