@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 
 # `make test` runs two xdist workers on CI's two cores. PyTorch's default of one compute thread per core makes two
 # busy workers stall each other (measured for lesson 09's model on the shared 2-core machine: 2 threads per process
@@ -14,6 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from course_lib.grading.kit import guard  # noqa: E402
+from course_lib.workflow.kernels import WAKEUP_LOG_ENV  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
@@ -22,3 +25,21 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 def no_guard(monkeypatch):
     """Switch the from-scratch guard off, so the reference objects themselves can be graded."""
     monkeypatch.setattr(guard, "forbidden", lambda reference: guard.Forbidden())
+
+
+def pytest_configure(config):
+    # Kernel replies that zmq's poll did not announce (course_lib/workflow/kernels.py, WatchfulChannel) are written
+    # to one file for the whole run; the xdist workers and what they start inherit its name.
+    if not hasattr(config, "workerinput") and WAKEUP_LOG_ENV not in os.environ:
+        os.environ[WAKEUP_LOG_ENV] = str(Path(tempfile.mkdtemp(prefix="course-wakeups-")) / "missed.log")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, "workerinput"):
+        return
+    log = Path(os.environ.get(WAKEUP_LOG_ENV, "")) if os.environ.get(WAKEUP_LOG_ENV) else None
+    lines = log.read_text(encoding="utf-8").splitlines() if log and log.is_file() else []
+    terminalreporter.write_line(
+        f"kernel replies read only when a 1 s poll ran out (zmq missed the wake-up): {len(lines)}"
+        + "".join(f"\n  {line}" for line in lines[:20])
+    )

@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 
 from course_lib.workflow.course import course_root, grade_id, lesson_ids
+from course_lib.workflow.kernels import WatchfulKernelManager
 
 ROOT = course_root()
 LESSONS = lesson_ids()
@@ -52,6 +54,21 @@ def with_answer(nb, name: str, code: str):
     assert cells, f"no answer cell {name}"
     cells[0].source = code
     return nb
+
+
+def execute(nb, timeout: int, folder: Path | None = None, **options) -> None:
+    """Run `nb` top to bottom in a python3 kernel (in `folder`), as nbclient does, raising CellExecutionError on the
+    first error; with a watchful kernel client (course_lib/workflow/kernels.py), so a reply whose wake-up zmq missed
+    costs a second, not the whole per-cell `timeout`."""
+    resources = {"metadata": {"path": str(folder)}} if folder is not None else {}
+    NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        kernel_manager_class=WatchfulKernelManager,
+        resources=resources,
+        **options,
+    ).execute()
 
 
 def hidden_lines(lesson: str) -> list[str]:

@@ -11,7 +11,6 @@ import sys
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from course_lib.workflow.class_report import exercise_of, first_sentence, remarks
 from course_lib.workflow.classroom import _limit_options, _reason, collect_folder, kernel_threads
@@ -19,7 +18,7 @@ from course_lib.workflow.course import CourseError
 from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER, KeepGradingWhenKernelDies
 from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
-from tests.nbtools import ROOT, release_path
+from tests.nbtools import ROOT, execute, release_path
 from tests.test_course import _Config
 
 
@@ -52,7 +51,7 @@ def test_the_kernel_skips_the_import_and_binds_no_name():
     nb.cells = [
         nbformat.v4.new_code_cell("print(__import__('sys').modules.get('rfc3987_syntax', 'absent'), 'sys' in dir())")
     ]
-    NotebookClient(nb, kernel_name="python3", extra_arguments=list(KERNEL_ARGUMENTS), timeout=60).execute()
+    execute(nb, timeout=60, extra_arguments=list(KERNEL_ARGUMENTS))
     assert nb.cells[0].outputs[0]["text"].strip() == "None False"
 
 

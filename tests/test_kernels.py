@@ -6,12 +6,29 @@ The whole path, with a class of hostile submissions, is in tests/test_class_comm
 
 from __future__ import annotations
 
+import asyncio
+import time
+from queue import Empty
+
 import nbformat
 import pytest
+import zmq
+import zmq.asyncio
+from jupyter_client.channels import AsyncZMQSocketChannel
+from jupyter_client.session import Session
 from traitlets.config import Config
 
 from course_lib.workflow import confine
-from course_lib.workflow.kernels import CUT_MARKER, CourseWatch, GradingLimits, OutputCap
+from course_lib.workflow.kernels import (
+    CUT_MARKER,
+    WAKEUP_LOG_ENV,
+    CourseWatch,
+    GradingLimits,
+    OutputCap,
+    WatchfulChannel,
+    WatchfulKernelClient,
+    WatchfulKernelManager,
+)
 from course_lib.workflow.nbgrader_ext import KeepGradingWhenKernelDies
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
@@ -131,3 +148,77 @@ def test_limits_say_what_they_hold_to(monkeypatch):
     assert GradingLimits(config=Config({"GradingLimits": {"memory": ""}})).memory_bytes() is None
     with pytest.raises(ValueError, match="memory: expected a size"):
         GradingLimits(config=Config({"GradingLimits": {"memory": "plenty"}})).memory_bytes()
+
+
+class _DeafSocket(zmq.asyncio.Socket):
+    """A socket whose poll is never woken: it sleeps out its whole time, then looks once (as zmq's asyncio poll does
+    when its file descriptor's signal is missed)."""
+
+    def poll(self, timeout=None, flags=zmq.POLLIN):
+        async def late():
+            await asyncio.sleep((timeout or 0) / 1000)
+            return flags if self.get(zmq.EVENTS) & flags else 0
+
+        return asyncio.ensure_future(late())
+
+
+def _reads(channel_class, socket_class, timeouts: list[float]) -> list[tuple[str | None, float]]:
+    """One kernel message is waiting on an in-process pair; read the pair with `channel_class` once per timeout:
+    (message type or None for Empty, seconds) each. Everything lives in one event loop, as in nbclient."""
+
+    async def run():
+        context = zmq.asyncio.Context()
+        try:
+            reader = context.socket(zmq.PAIR, socket_class=socket_class)
+            reader.bind("inproc://watchful")
+            end = context.socket(zmq.PAIR)
+            end.connect("inproc://watchful")
+            writer = zmq.Socket.shadow(end.underlying)  # a plain socket: Session.send sends at once
+            session = Session(key=b"k")
+            channel = channel_class(reader, session)
+            session.send(writer, "execute_reply", {"status": "ok"})
+            found = []
+            for timeout in timeouts:
+                started = time.monotonic()
+                try:
+                    kind = (await channel.get_msg(timeout=timeout))["msg_type"]
+                except Empty:
+                    kind = None
+                found.append((kind, time.monotonic() - started))
+            return found
+        finally:
+            context.destroy(linger=0)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("socket_class", [zmq.asyncio.Socket, _DeafSocket], ids=["woken", "deaf"])
+def test_a_reply_already_there_is_read_within_a_slice_even_when_the_poll_is_not_woken(
+    socket_class, tmp_path, monkeypatch
+):
+    log = tmp_path / "wakeups.log"
+    monkeypatch.setenv(WAKEUP_LOG_ENV, str(log))
+    before = WatchfulChannel.missed_wakeups
+    # the reply, then nothing more: Empty once the caller's time is out
+    (kind, seconds), (nothing, waited) = _reads(WatchfulChannel, socket_class, [30, 0.3])
+    assert kind == "execute_reply"
+    missed = WatchfulChannel.missed_wakeups - before
+    if socket_class is _DeafSocket:
+        assert seconds < 3 * WatchfulChannel.SLICE and missed == 1  # not the 30 s the caller allowed
+        assert "found only when a 1.0 s poll ran out" in log.read_text()
+    else:
+        assert seconds < WatchfulChannel.SLICE and missed == 0 and not log.exists()
+    assert nothing is None and 0.25 < waited < 2
+
+
+def test_jupyter_clients_own_channel_waits_its_whole_timeout_when_the_poll_is_not_woken():
+    """What the watchful channel is for: the reply is there at once, yet it comes back only after the timeout."""
+    ((kind, seconds),) = _reads(AsyncZMQSocketChannel, _DeafSocket, [2.5])
+    assert kind == "execute_reply" and seconds >= 2.5
+
+
+def test_nbgraders_kernels_and_the_notebook_tests_kernels_get_watchful_clients():
+    assert WatchfulKernelManager().client_factory is WatchfulKernelClient
+    assert KeepGradingWhenKernelDies().kernel_manager_class().client_factory is WatchfulKernelClient
+    client = WatchfulKernelClient()
+    assert client.shell_channel_class is WatchfulChannel and client.iopub_channel_class is WatchfulChannel

@@ -18,9 +18,8 @@ from urllib.parse import quote
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.nbtools import ROOT, release_path, solved, stop_process_group
+from tests.nbtools import ROOT, execute, release_path, solved, stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -54,7 +53,7 @@ def _free_port() -> int:
 def lab(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    execute(nb, timeout=120)
     nbformat.write(nb, tmp_path / "chart.ipynb")
     # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
     nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from course_lib.workflow.course import grade_id
 from tests.claims import check_breaks, check_claims
-from tests.nbtools import LESSONS, source_path
+from tests.nbtools import LESSONS, execute, source_path
 
 pytestmark = pytest.mark.slow
 
@@ -28,13 +27,9 @@ def executed(request):
         # The kernel inherits this environment: no self-grading run inside the test, and no autograder settings.
         env.setenv("COURSE_SELF_GRADE", "off")
         env.delenv("NBGRADER_EXECUTION", raising=False)
-        # 180 s a cell (the slowest takes ~15 s). Generous, and it bounds a stall seen once in a CI-like run: the
-        # kernel sat idle while nbclient waited ~10 minutes for a reply, then the lesson passed (it looks like
-        # nbclient#312).
-        client = NotebookClient(
-            nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-        )
-        client.execute()  # raises CellExecutionError naming the cell on the first error
+        # 180 s a cell (the slowest takes ~40 s): generous. The watchful client stops the stall fresh clones hit now
+        # and then, where a finished cell's reply was read only once this whole limit had run out.
+        execute(nb, timeout=180, folder=path.parent)  # raises CellExecutionError naming the cell on the first error
     return lesson, nb
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from course_lib.grading.kit.notebook import NOTE
 from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
 from course_lib.workflow.selfgrade import grade_notebook
-from tests.nbtools import LESSONS, release_path
+from tests.nbtools import LESSONS, execute, release_path
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +28,7 @@ def _run_all(lesson: str, env: dict[str, str | None]):
             else:
                 patch.setenv(name, value)
         path = release_path(lesson).parent
-        NotebookClient(nb, timeout=180, kernel_name="python3", resources={"metadata": {"path": str(path)}}).execute()
+        execute(nb, timeout=180, folder=path)
     return nb
 
 

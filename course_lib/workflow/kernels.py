@@ -10,6 +10,13 @@
 - `OutputCap`: what one cell may print reaches the grader's memory message by message; past a limit the rest is
   dropped as it arrives, and a note says how much the cell printed. nbgrader's own LimitOutput counts lines only,
   so a single line of 100 MB went into the graded notebook and the feedback whole.
+- `WatchfulKernelManager`: jupyter_client's asyncio kernel manager, whose client does not sit on a reply that has
+  already arrived. zmq's asyncio poll, when the socket's signal is missed, returns a waiting message only once its
+  own time runs out, and jupyter_client polls once for the caller's whole timeout: in two of four test-suite runs
+  on fresh clones a lesson's execution waited out nbclient's whole per-cell limit (3 minutes; 10 when it was 600 s)
+  and then passed. Its channels poll in 1-second slices, so such a reply costs a second; each one found at the end
+  of a slice is counted and logged (`WatchfulChannel`). nbgrader's kernels (`ConfinedKernelManager`) and the
+  notebook tests' kernels use it.
 - `CourseWatch`: where writes cannot be contained (no Landlock, or `contain_writes` off), the submitted, source
   and release folders are fingerprinted before the kernel runs and compared after: a change is reported, not
   prevented, and the gradebook and other students' graded notebooks and feedback are not checked.
@@ -18,23 +25,93 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
+import zmq
+from jupyter_client.asynchronous import AsyncKernelClient
+from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from nbformat import from_dict
-from traitlets import Bool, Unicode
+from traitlets import Bool, DottedObjectName, Type, Unicode
 from traitlets.config import LoggingConfigurable
 
 from course_lib.workflow import confine
 
-__all__ = ["CUT_MARKER", "ConfinedKernelManager", "CourseWatch", "GradingLimits", "OutputCap"]
+__all__ = [
+    "CUT_MARKER",
+    "ConfinedKernelManager",
+    "CourseWatch",
+    "GradingLimits",
+    "OutputCap",
+    "WatchfulChannel",
+    "WatchfulKernelManager",
+]
 
 CUT_MARKER = "[course grader: output cut]"
+# Where each reply found only when a poll slice ran out is also written, one line each (the tests set it and
+# count the lines at the end of a run).
+WAKEUP_LOG_ENV = "COURSE_MISSED_WAKEUP_LOG"
+_log = logging.getLogger(__name__)
+
+
+class WatchfulChannel(AsyncZMQSocketChannel):
+    """An asyncio kernel channel whose `get_msg` waits in slices of `SLICE` seconds up to its timeout.
+
+    zmq's asyncio poll returns when the socket's file descriptor signals or when its time runs out, and in both
+    cases it then looks at the socket once more. When the signal is missed, a message that is already there comes
+    back only at the end of the poll's time: with one poll as long as the whole timeout (jupyter_client's
+    `get_msg`), a finished cell looks like one still running until the timeout. A slice that ends with a message
+    the signal did not announce is counted in `missed_wakeups` (a message that arrives in a slice's last
+    instant is counted too: rare, and harmless).
+    """
+
+    SLICE = 1.0
+    missed_wakeups = 0  # in this process, over all channels
+
+    async def get_msg(self, timeout: float | None = None) -> dict[str, Any]:  # type: ignore[override]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = self.SLICE if deadline is None else min(self.SLICE, max(deadline - time.monotonic(), 0.0))
+            started = time.monotonic()
+            ready = await self.socket.poll(int(wait * 1000), zmq.POLLIN)
+            if ready:
+                if wait > 0 and time.monotonic() - started >= wait:
+                    self._missed(wait)
+                return await self._recv()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise Empty
+
+    def _missed(self, wait: float) -> None:
+        WatchfulChannel.missed_wakeups += 1
+        channel = {zmq.DEALER: "shell", zmq.SUB: "IOPub"}.get(self.socket.get(zmq.TYPE), "kernel")
+        line = f"a {channel} message was found only when a {wait:.1f} s poll ran out"
+        _log.info(line)
+        path = os.environ.get(WAKEUP_LOG_ENV)
+        if path:
+            with open(path, "a", encoding="utf-8") as out:
+                out.write(f"{os.getpid()} {line}\n")
+
+
+class WatchfulKernelClient(AsyncKernelClient):
+    """jupyter_client's asyncio kernel client with `WatchfulChannel` for the shell and IOPub channels."""
+
+    shell_channel_class = Type(WatchfulChannel)  # type: ignore[assignment]
+    iopub_channel_class = Type(WatchfulChannel)  # type: ignore[assignment]
+
+
+class WatchfulKernelManager(AsyncKernelManager):
+    """jupyter_client's asyncio kernel manager, handing out `WatchfulKernelClient`s (for nbclient)."""
+
+    client_class = DottedObjectName("course_lib.workflow.kernels.WatchfulKernelClient", config=True)
+    client_factory = Type(WatchfulKernelClient, klass=AsyncKernelClient, config=True)
 
 
 class GradingLimits(LoggingConfigurable):
@@ -69,8 +146,8 @@ class GradingLimits(LoggingConfigurable):
         )
 
 
-class ConfinedKernelManager(AsyncKernelManager):
-    """A kernel manager whose kernels run under `GradingLimits` (see the module docstring)."""
+class ConfinedKernelManager(WatchfulKernelManager):
+    """A kernel manager whose kernels run under `GradingLimits` (see the module docstring), with watchful clients."""
 
     _private: Path | None = None
 

@@ -21,18 +21,17 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
 
 from course_lib.workflow import trusted
 from course_lib.workflow.selfgrade import grade_notebook
-from tests.nbtools import LESSONS, grade_id, read, solved, source_path
+from tests.nbtools import LESSONS, execute, grade_id, read, solved, source_path
 
 
 def execute_seconds(lesson: str, save: Path | None = None) -> float:
     path = source_path(lesson)
     nb = nbformat.read(path, as_version=4)
     started = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    execute(nb, timeout=600, folder=path.parent)
     seconds = time.perf_counter() - started
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
