@@ -37,8 +37,8 @@ def pytest_configure(config):
 def pytest_terminal_summary(terminalreporter, config):
     if hasattr(config, "workerinput"):
         return
-    log = Path(os.environ.get(WAKEUP_LOG_ENV, "")) if os.environ.get(WAKEUP_LOG_ENV) else None
-    lines = log.read_text(encoding="utf-8").splitlines() if log and log.is_file() else []
+    log = Path(os.environ[WAKEUP_LOG_ENV])  # set by pytest_configure, or by whoever ran the tests
+    lines = log.read_text(encoding="utf-8").splitlines() if log.is_file() else []
     terminalreporter.write_line(
         f"kernel replies read only when a 1 s poll ran out (zmq missed the wake-up): {len(lines)}"
         + "".join(f"\n  {line}" for line in lines[:20])

@@ -217,7 +217,7 @@ def test_jupyter_clients_own_channel_waits_its_whole_timeout_when_the_poll_is_no
     assert kind == "execute_reply" and seconds >= 2.5
 
 
-def test_nbgraders_kernels_and_the_notebook_tests_kernels_get_watchful_clients():
+def test_watchful_managers_and_nbgraders_confined_kernels_hand_out_watchful_clients():
     assert WatchfulKernelManager().client_factory is WatchfulKernelClient
     assert KeepGradingWhenKernelDies().kernel_manager_class().client_factory is WatchfulKernelClient
     client = WatchfulKernelClient()

@@ -47,11 +47,13 @@ from course_lib.workflow import confine
 
 __all__ = [
     "CUT_MARKER",
+    "WAKEUP_LOG_ENV",
     "ConfinedKernelManager",
     "CourseWatch",
     "GradingLimits",
     "OutputCap",
     "WatchfulChannel",
+    "WatchfulKernelClient",
     "WatchfulKernelManager",
 ]
 
