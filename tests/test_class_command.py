@@ -25,7 +25,7 @@ import pytest
 from nbgrader.api import Gradebook
 
 from course_lib.workflow import confine
-from course_lib.workflow.classroom import grade_class
+from course_lib.workflow.classroom import add_to_gradebook, grade_class
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
 from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
 from tests.test_nbgrader_roundtrip import ONE_WRONG
@@ -84,13 +84,22 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    course = tmp_path_factory.mktemp("class-course")
-    inbox = tmp_path_factory.mktemp("inbox")
+def _course_copy(folder: Path) -> Path:
+    """The lesson's source and committed release in `folder`/notebooks, laid out as in the repository (the
+    diagrams its source refers to are in `folder`/images)."""
+    course = folder / "notebooks"
+    course.mkdir()
+    (folder / "images").symlink_to(ROOT.parent / "images")
     shutil.copy(ROOT / "nbgrader_config.py", course)
     for part in ("source", "release"):
         shutil.copytree(ROOT / part / LESSON, course / part / LESSON)
+    return course
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    course = _course_copy(tmp_path_factory.mktemp("class-course"))
+    inbox = tmp_path_factory.mktemp("inbox")
     release_before = _digest(course / "release")
 
     full = solved(LESSON)
@@ -153,6 +162,22 @@ def test_release_is_untouched_and_the_lesson_is_in_the_gradebook(graded):
         assert gb.find_assignment(LESSON).name == LESSON
         students = {s.id: s for s in gb.students}
     assert students["full"].last_name == "full"  # formgrader lists a name, not "None, None"
+    # The committed release is what `make release` writes: no note says otherwise (nbgrader's bare output, which
+    # keeps the diagrams as file links, always differed from it).
+    assert "- note: release/" not in (course / "class_report.md").read_text(encoding="utf-8")
+
+
+def test_a_stale_release_is_noted_and_left_alone(tmp_path):
+    course = _course_copy(tmp_path)
+    released = course / "release" / LESSON / f"{LESSON}.ipynb"
+    nb = read(released)
+    nb.cells[1].source += "\nAn edit made by hand."
+    nbformat.write(nb, released)
+    before = released.read_bytes()
+    assert add_to_gradebook(course, LESSON) == [
+        "release/ differs from the source (run `make release`); grading follows the source"
+    ]
+    assert released.read_bytes() == before
 
 
 def test_a_collected_submission_is_never_overwritten(graded):
