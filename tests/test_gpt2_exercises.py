@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from course_lib import generate, gpt2, gpt2_exercises, train
-from course_lib.workflow import manifest
+from course_lib import generate, gpt2, gpt2_exercises, manifest, train
 
 
 def test_the_four_references_are_the_objects_where_they_are_defined():

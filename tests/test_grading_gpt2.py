@@ -510,7 +510,7 @@ def test_lesson_09s_sampler_cannot_be_lesson_10s(code):
 
 
 def test_lesson_10_has_no_exercise_lesson_09_s_sampler_could_answer():
-    from course_lib.workflow import manifest
+    from course_lib import manifest
 
     assert {e.name for e in manifest.lesson(LESSON).exercises}.isdisjoint(
         e.name for e in manifest.lesson("09_char_gpt").exercises

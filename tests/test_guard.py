@@ -9,11 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import attention, tokenization
+from course_lib import attention, manifest, tokenization
 from course_lib.grading import GradingError, call_answer, check_definition
 from course_lib.grading.kit.errors import Graded
 from course_lib.grading.kit.guard import Forbidden, forbidden, source_problems, watching
-from course_lib.workflow import manifest
 from tests.answers import define
 
 Q = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))

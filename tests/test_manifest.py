@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from tests.nbtools import LESSONS, ROOT, grade_id, read, source_path
 
 README = (ROOT.parent / "README.md").read_text(encoding="utf-8")

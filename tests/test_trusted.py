@@ -14,9 +14,10 @@ import nbformat
 import pytest
 import torch
 
+from course_lib import manifest
 from course_lib.grading.kit import codec
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import confine, manifest, sandbox, trusted
+from course_lib.workflow import confine, sandbox, trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 

@@ -1,7 +1,5 @@
-"""The course machinery, apart from what the lessons teach.
+"""The course machinery, apart from what the lessons teach; it reads the course's facts from `course_lib.manifest`.
 
-- `manifest`: one entry per lesson (title, reference modules, data, exercises, forbidden shortcuts); everything
-  else reads the course's facts from here.
 - `course`: regenerates the student versions (`make release`) and checks that they are fresh.
 - `selfgrade`: grades one notebook with nbgrader in a throw-away course (`make grade`, the last cell of a lesson).
 - `nbgrader_ext`: the preprocessors `notebooks/nbgrader_config.py` plugs into nbgrader.

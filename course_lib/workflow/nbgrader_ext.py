@@ -34,7 +34,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Integer
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.course import grade_id
 from course_lib.workflow.kernels import ConfinedKernelManager, CourseWatch, GradingLimits, OutputCap
 

@@ -28,11 +28,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from course_lib import manifest
 from course_lib.grading.kit import guard
 from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError, Passed
 from course_lib.grading.kit.remote import Remote, TimedOut
-from course_lib.workflow import confine, manifest
+from course_lib.workflow import confine
 from course_lib.workflow.sandbox import Sandbox, SandboxDied
 
 __all__ = ["Verdict", "available", "grade", "parse_test_cell", "prepare", "restore_files"]

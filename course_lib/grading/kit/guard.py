@@ -11,7 +11,7 @@ or *calls* the course's reference X, or one of the shortcuts listed for X. Two c
   values, so only the learner's own call is judged.
 
 Both are handed the reference object itself; the shortcuts listed for it come from the lesson manifest
-(`course_lib.workflow.manifest`). When a notebook is graded, both run inside the sandbox that runs the answer,
+(`course_lib.manifest`). When a notebook is graded, both run inside the sandbox that runs the answer,
 and `source_problems` also reads the answer's source on the grader's side, where the answer cannot switch it off.
 """
 
@@ -28,9 +28,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from course_lib import manifest
 from course_lib.grading.kit import remote
 from course_lib.grading.kit.errors import GradingError
-from course_lib.workflow import manifest
 
 __all__ = ["Forbidden", "check_definition", "forbidden", "watch_calls"]
 
