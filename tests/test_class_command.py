@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 from course_lib.workflow.classroom import add_to_gradebook, grade_class
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
 from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer

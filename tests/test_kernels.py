@@ -18,7 +18,7 @@ from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.session import Session
 from traitlets.config import Config
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 from course_lib.workflow.kernels import (
     CUT_MARKER,
     WAKEUP_LOG_ENV,

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from course_lib import manifest
-from course_lib.grading.kit import codec
+from course_lib.grading.kit import codec, confine, sandbox
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import confine, sandbox, trusted
+from course_lib.workflow import trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -287,7 +287,7 @@ def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_th
     """A check may hand an answer's module a state dict (lesson 06 loads random weights this way); comparing the
     dict before and after the call must not ask a tensor for its truth value."""
     from course_lib.grading.kit.remote import Remote
-    from course_lib.workflow.sandbox import Sandbox
+    from course_lib.grading.kit.sandbox import Sandbox
 
     source = (
         "class Box(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -482,7 +482,7 @@ def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
     from course_lib.grading import attention_training
     from course_lib.grading.kit import remote
     from course_lib.grading.kit.remote import Remote
-    from course_lib.workflow.sandbox import Sandbox
+    from course_lib.grading.kit.sandbox import Sandbox
 
     sandbox, ready = Sandbox.start(
         preamble="import torch\n", bindings={}, source="def f(x):\n    return x\n", names=("f",), references=(),

@@ -6,8 +6,8 @@
 - `classroom`, `class_report`: grade a class (`python -m course_lib class`): collect, autograde in parallel
   workers, feedback, `grades.csv` and the "what the class got wrong" report.
 - `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts.
-- `trusted`, `sandbox`, `codec`: verdicts a learner's code cannot touch — each answer runs in a process of its
-  own, only plain data comes back, and the checks compare on the grader's side.
-- `kernels`, `confine`: the processes that run a submission's code are confined — a memory limit, and with
-  Linux's Landlock writes only in the submission's own folder — and what a cell prints is capped.
+- `trusted`: verdicts a learner's code cannot touch — each answer runs in a process of its own (the sandbox of
+  `course_lib.grading.kit`), only plain data comes back, and the checks compare on the grader's side.
+- `kernels`: the kernels that run a submission's code are confined (`course_lib.grading.kit.confine`: a memory
+  limit, and with Linux's Landlock writes only in the submission's own folder) and what a cell prints is capped.
 """

@@ -43,7 +43,7 @@ from nbformat import from_dict
 from traitlets import Bool, DottedObjectName, Type, Unicode
 from traitlets.config import LoggingConfigurable
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 
 __all__ = [
     "CUT_MARKER",
@@ -161,7 +161,7 @@ class ConfinedKernelManager(WatchfulKernelManager):
         env = dict(kw.get("env") or os.environ)
         env.update(TMPDIR=str(self._private), IPYTHONDIR=str(self._private / "ipython"))
         kw["env"] = env
-        launcher = [sys.executable, "-m", "course_lib.workflow.confine"]
+        launcher = [sys.executable, "-m", "course_lib.grading.kit.confine"]
         if limits.memory:
             launcher += ["--memory", str(limits.memory_bytes())]
         if limits.contained():

@@ -6,7 +6,7 @@ takes each exercise's answer cell from the notebook and, for each exercise separ
 
 1. reads the answer's source (never runs it) for forbidden shortcuts and for reaching into the machinery
    (`guard.source_problems`): such an answer scores 0 for that exercise and is reported;
-2. starts a sandbox (`course_lib.workflow.sandbox`): a fresh process forked from this one, running the lesson's
+2. starts a sandbox (`course_lib.grading.kit.sandbox`): a fresh process forked from this one, running the lesson's
    preamble, the course's references of the lesson's *other* exercises (so one answer never depends on another)
    and the answer cell, with the from-scratch watcher on from the first line of the answer;
 3. runs each of the exercise's test cells here, with the answer's names bound to `Remote` stand-ins: the checks
@@ -29,12 +29,11 @@ from types import ModuleType
 from typing import Any
 
 from course_lib import manifest
-from course_lib.grading.kit import guard
+from course_lib.grading.kit import confine, guard
 from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError, Passed
 from course_lib.grading.kit.remote import Remote, TimedOut
-from course_lib.workflow import confine
-from course_lib.workflow.sandbox import Sandbox, SandboxDied
+from course_lib.grading.kit.sandbox import Sandbox, SandboxDied
 
 __all__ = ["Verdict", "available", "grade", "parse_test_cell", "prepare", "restore_files"]
 

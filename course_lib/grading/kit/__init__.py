@@ -4,6 +4,9 @@
   hint, seeded inputs.
 - `guard`: the from-scratch guard (the answer is, wraps or calls the reference or a forbidden shortcut).
 - `diagnose`: naming the known mistake a wrong answer matches.
-- `remote`: answers that live in another process. When a notebook is graded, each exercise's answer runs in a
-  sandbox process of its own and the checks reach it through these stand-ins (see `course_lib.workflow.trusted`).
+- `remote`, `sandbox`, `codec`: answers that live in another process. When a notebook is graded, each exercise's
+  answer runs in a sandbox process of its own (`sandbox`, the server), and the checks reach it through stand-ins
+  (`remote`, the client); only plain data crosses between them (`codec`). `course_lib.workflow.trusted` drives it.
+- `confine`: the limits on a process that runs a learner's code (memory, and with Landlock no writes, no
+  connections, no signals outside), for the sandboxes and for the kernels nbgrader starts.
 """

@@ -146,7 +146,7 @@ def call_answer(
         raise GradingError(
             exercise, f"{label} recursed too deeply (RecursionError). Does a function call itself by mistake?"
         ) from None
-    except MemoryError:  # past the memory limit of the process grading it (course_lib/workflow/confine.py)
+    except MemoryError:  # past the memory limit of the process grading it (course_lib/grading/kit/confine.py)
         raise GradingError(
             exercise,
             f"{label} ran out of memory (MemoryError): it allocated more than a graded answer may. Does a loop "

@@ -1,7 +1,7 @@
 """Answers that live in another process: the grader's side of trusted grading.
 
 When a notebook is graded, each exercise's answer runs in a sandbox process of its own
-(`course_lib.workflow.sandbox`). The checks run in the grader's process, unchanged, and reach the answer through a
+(`course_lib.grading.kit.sandbox`). The checks run in the grader's process, unchanged, and reach the answer through a
 `Remote`: a stand-in whose calls and attribute reads travel to the sandbox as requests, with only plain data
 coming back (`course_lib.grading.kit.codec`). Objects the answer makes that are not plain data (a module it
 built, a tokenizer instance) stay in the sandbox; the grader gets another `Remote` for them.
@@ -42,7 +42,7 @@ __all__ = [
 
 
 class Channel(Protocol):
-    """The connection to one sandbox (`course_lib.workflow.sandbox.Sandbox`)."""
+    """The connection to one sandbox (`course_lib.grading.kit.sandbox.Sandbox`)."""
 
     def request(self, message: dict[str, Any], timeout: float) -> Any: ...
 

@@ -28,11 +28,10 @@ from typing import Any
 
 import torch
 
-from course_lib.grading.kit import codec, guard
+from course_lib.grading.kit import codec, confine, guard
 from course_lib.grading.kit.codec import Handle, RemoteFailure
 from course_lib.grading.kit.errors import GradingError
 from course_lib.grading.kit.remote import TimedOut
-from course_lib.workflow import confine
 
 __all__ = ["Ready", "Sandbox", "SandboxDied"]
 

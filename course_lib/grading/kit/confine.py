@@ -16,7 +16,7 @@ sandboxes (`sandbox.py`, forked from the nbgrader process). Both get:
 What this does not bound: memory mapped as shared (an anonymous shared `mmap`) and memory spread over many
 processes; a limit per process is not a control group. Disk space written beneath the allowed folders.
 
-`python -m course_lib.workflow.confine [--memory SIZE] [--write DIR ...] -- COMMAND ...` applies the limits and
+`python -m course_lib.grading.kit.confine [--memory SIZE] [--write DIR ...] -- COMMAND ...` applies the limits and
 then runs COMMAND in its place (exec): the course's kernel manager (`kernels.py`) starts grading kernels so.
 """
 
@@ -186,7 +186,7 @@ def restrict_writes(writable: Sequence[str | Path] = ()) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The kernel launcher: apply the limits asked for, then exec the command (it never returns)."""
-    parser = argparse.ArgumentParser(prog="python -m course_lib.workflow.confine", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m course_lib.grading.kit.confine", description=__doc__)
     parser.add_argument("--memory", help="private memory per process, e.g. 4G")
     parser.add_argument("--write", action="append", default=[], help="a folder the command may write beneath")
     parser.add_argument("--contain-writes", action="store_true", help="refuse to run unless Landlock applies")
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.contain_writes:
             restrict_writes(args.write)
     except (ConfineError, ValueError) as exc:
-        print(f"course_lib.workflow.confine: cannot apply the grading limits ({exc}); not starting {command[0]}",
+        print(f"course_lib.grading.kit.confine: cannot apply the grading limits ({exc}); not starting {command[0]}",
               file=sys.stderr)  # fmt: skip
         sys.exit(70)
     os.execvp(command[0], command)
