@@ -477,10 +477,10 @@ def test_lesson_05_multihead_built_on_the_reference_module_earns_nothing():
 
 
 def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
-    """`remote.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
+    """`core.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
     only from a function of course_lib.grading: anything else is refused there."""
     from course_lib.grading import attention_training
-    from course_lib.grading.kit import remote
+    from course_lib.grading.kit import core, remote
     from course_lib.grading.kit.remote import Remote
     from course_lib.grading.kit.sandbox import Sandbox
 
@@ -490,14 +490,26 @@ def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
     )  # fmt: skip
     try:
         answer = Remote(sandbox, ready.names["f"])
-        model, optimizer = remote.make(answer, attention_training.training_problem, 2, 3, 5, 0)
-        assert remote.is_remote(model) and remote.type_name(model) == "ToyAttentionModel"
-        assert remote.type_name(optimizer) == "SGD"
+        model, optimizer = core.make(answer, attention_training.training_problem, 2, 3, 5, 0)
+        assert remote.is_remote(model) and core.type_name(model) == "ToyAttentionModel"
+        assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)
+        assert core.type_name(optimizer) == "SGD"
         here, _ = attention_training.training_problem(2, 3, 5, 0)
         there = model.state_dict()
         assert there.keys() == here.state_dict().keys()
         assert all(torch.equal(there[k], v) for k, v in here.state_dict().items())
         with pytest.raises(LookupError, match="not a function of the course's graders"):
-            remote.make(answer, torch.zeros, 3)
+            core.make(answer, torch.zeros, 3)
     finally:
         sandbox.close()
+
+
+def test_the_kits_dispatch_acts_here_on_an_answer_that_lives_here():
+    from course_lib.grading import attention_training
+    from course_lib.grading.kit import core
+
+    state = torch.get_rng_state()
+    model, optimizer = core.make(lambda: None, attention_training.training_problem, 2, 3, 5, 0)
+    assert torch.equal(torch.get_rng_state(), state)  # built with the grader's random state, which it leaves as it was
+    assert core.type_name(model) == "ToyAttentionModel" and core.type_name(optimizer) == "SGD"
+    assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)

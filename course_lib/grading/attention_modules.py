@@ -34,7 +34,7 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
 from course_lib.grading.kit.guard import check_definition
@@ -303,10 +303,7 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, ta
     else:
         what = call_label(name, f"{d_model}, d_memory={d_memory}, qkv_bias={bias}", tag)
         module = build_module(name, answer, d_model, d_memory, what=what, seed=seed, qkv_bias=bias)
-    if (
-        remote.is_instance(getattr(module, "W_query", None), nn.Linear)
-        and module.W_query.in_features == d_mem != d_model
-    ):
+    if core.is_instance(getattr(module, "W_query", None), nn.Linear) and module.W_query.in_features == d_mem != d_model:
         raise GradingError(
             name,
             f"{what}: W_query reads d_memory features, so queries would come from the memory. "

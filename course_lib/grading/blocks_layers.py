@@ -30,7 +30,7 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
 from course_lib.grading.kit.guard import check_definition
@@ -88,8 +88,8 @@ def _expect_norms(name: str, module: Any, attrs: tuple[str, ...], what: str) -> 
             raise GradingError(
                 name, f"{what} has no attribute `{attr}`: the contract names the norms {attrs}."
             ) from None
-        if not remote.is_instance(norm, nn.LayerNorm):
-            kind = remote.type_name(norm)
+        if not core.is_instance(norm, nn.LayerNorm):
+            kind = core.type_name(norm)
             raise GradingError(name, f"{what}: `{attr}` is a {kind}, not an nn.LayerNorm(d_model) (eps 1e-5).")
         if abs(float(norm.eps) - 1e-5) > 1e-12:
             raise GradingError(name, f"{what}: `{attr}` has eps={norm.eps}; the contract uses nn.LayerNorm's 1e-5.")

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import position as ref
-from course_lib.grading.kit import remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import (
     Graded,
     GradingError,
@@ -210,10 +210,10 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
 
 def _build_module(name: str, answer: Any, d_model: int, max_len: int, label: str) -> nn.Module:
     module = call_answer(name, answer, d_model, max_len, what=label)
-    if not remote.is_instance(module, nn.Module):
+    if not core.is_instance(module, nn.Module):
         raise GradingError(
             name,
-            f"{label} made a {remote.type_name(module)}, not a torch.nn.Module: write `class "
+            f"{label} made a {core.type_name(module)}, not a torch.nn.Module: write `class "
             "PositionEncoding(nn.Module)` and call super().__init__() first in __init__.",
         )
     return module

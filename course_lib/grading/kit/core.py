@@ -49,10 +49,13 @@ __all__ = [
     "expect_type",
     "expect_unchanged",
     "generator",
+    "is_instance",
     "is_int",
+    "make",
     "random_tensor",
     "tagged_cases",
     "time_limit",
+    "type_name",
 ]
 
 # Seconds one call of learner code may take before we call it an infinite loop. nbgrader's per-cell timeout
@@ -177,6 +180,28 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
         return None
 
     return captured
+
+
+def is_instance(value: Any, cls: type) -> bool:
+    """`isinstance(value, cls)`, also for an answer that lives in a sandbox (by the qualified names of its classes):
+    `isinstance` itself cannot see through the stand-in a graded answer is reached by."""
+    return remote.is_instance(value, cls) if isinstance(value, remote.Remote) else isinstance(value, cls)
+
+
+def type_name(value: Any) -> str:
+    """The class name of a value, also of an answer that lives in a sandbox (for messages)."""
+    return remote.type_name(value) if isinstance(value, remote.Remote) else type(value).__name__
+
+
+def make(beside: Any, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`factory(*args, **kwargs)`, built where the answer `beside` lives: in its sandbox when it is graded there (the
+    result is then reached like the answer), here otherwise. `factory` is a module-level function of
+    `course_lib.grading` (a sandbox builds nothing else); it runs with the grader's random state and leaves the
+    grader's as it was."""
+    if isinstance(beside, remote.Remote):
+        return remote.make(beside, factory, *args, **kwargs)
+    with torch.random.fork_rng(devices=[]):
+        return factory(*args, **kwargs)
 
 
 def expect(exercise: str, condition: bool, message: str) -> None:
