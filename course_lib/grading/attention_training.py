@@ -165,7 +165,7 @@ def check_train_step(answer: Any, cases: list | None = None) -> Passed:
     """Check `train_step(model, optimizer, inputs, targets) -> float`. A case is `(B, T, V, seed)`: two calls on
     two batches, with a model and an SGD optimizer from `training_problem(B, T, V, seed)`."""
     name = Graded(ref.train_step)
-    check_definition(answer, reference=ref.train_step)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CASES)
     for tag, (B, T, V, seed) in run:
         model, optimizer = core.make(answer, training_problem, B, T, V, seed)

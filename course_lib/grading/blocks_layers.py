@@ -133,7 +133,7 @@ def check_TransformerBlock(answer: Any, cases: list | None = None) -> Passed:
     "random". Each case checks the submodules, the state dict and the output; every run also checks dropout.
     """
     name = Graded(ref.TransformerBlock)
-    check_definition(answer, reference=ref.TransformerBlock)
+    check_definition(answer, name)
     run = tagged_cases(cases, _BLOCK_CASES)
     for tag, (B, T, d_model, n_heads, d_hidden, causal, kind, seed) in run:
         what = call_label(name, f"{d_model}, {n_heads}, d_hidden={d_hidden}, causal={causal}", tag)
@@ -266,7 +266,7 @@ def check_EncoderLayer(answer: Any, cases: list | None = None) -> Passed:
     padding mask (True at real tokens) is passed. Every run also checks dropout on the attention output.
     """
     name = Graded(ref.EncoderLayer)
-    check_definition(answer, reference=ref.EncoderLayer)
+    check_definition(answer, name)
     run = tagged_cases(cases, _ENCODER_CASES)
     for tag, (B, S, d_model, n_heads, d_hidden, activation, norm_first, padded, seed) in run:
         options = dict(d_hidden=d_hidden, activation=activation, norm_first=norm_first)

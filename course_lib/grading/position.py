@@ -138,7 +138,7 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
     an odd d_model raises ValueError.
     """
     name = Graded(ref.sinusoidal_position_encoding)
-    check_definition(answer, reference=ref.sinusoidal_position_encoding)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _SINUSOID_CASES)
     for tag, case in chosen:
         max_len, d_model = case[:2]
@@ -196,7 +196,7 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
     A case is `(d_model, max_len, x_shape, seed)` with x_shape = (..., T, d_model) and T <= max_len.
     """
     name = Graded(ref.PositionEncoding)
-    check_definition(answer, reference=ref.PositionEncoding)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _MODULE_CASES)
     for tag, (d_model, max_len, x_shape, seed) in chosen:
         label = call_label(name, f"{d_model}, {max_len}", tag)  # how the module is named in messages
@@ -337,7 +337,7 @@ def check_apply_rope(answer: Any, cases: list | None = None) -> Passed:
     A case is `(x_shape, seed)` or `(x_shape, seed, base)`, x_shape = (..., T, D) with D even.
     """
     name = Graded(ref.apply_rope)
-    check_definition(answer, reference=ref.apply_rope)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _ROPE_CASES)
     for tag, case in chosen:
         x = random_tensor(*case[0], seed=case[1])

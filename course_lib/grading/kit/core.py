@@ -30,7 +30,8 @@ from typing import Any
 import torch
 
 from course_lib.grading.kit import remote
-from course_lib.grading.kit.errors import Graded, GradingError, Passed
+from course_lib.grading.kit.errors import GradingError, Passed
+from course_lib.grading.kit.exercise import Graded, require_graded
 from course_lib.grading.kit.guard import fail_message, watch_calls
 
 __all__ = [
@@ -106,7 +107,7 @@ def describe(value: Any, limit: int = 120) -> str:
 
 
 def call_answer(
-    exercise: str,
+    exercise: Graded,
     fn: Callable[..., Any],
     *args: Any,
     what: str | None = None,
@@ -122,13 +123,13 @@ def call_answer(
     time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is given. When the learner's
     code raises, the first of `hints` whose test fits the message is added to it.
     """
+    exercise = require_graded(exercise, "call_answer")
     label = what or f"{getattr(fn, '__name__', exercise)}(...)"
     timeout = DEFAULT_CALL_TIMEOUT if timeout is None else timeout
     try:
         if remote.is_remote(fn):  # graded in a sandbox, which watches and times every call itself
             return remote.call(fn, args, kwargs, timeout=timeout)
-        reference = getattr(exercise, "reference", None)
-        watcher = watch_calls(reference) if guard and reference is not None else contextlib.nullcontext()
+        watcher = watch_calls(exercise) if guard else contextlib.nullcontext()
         with watcher, time_limit(timeout):
             return fn(*args, **kwargs)
     except GradingError:

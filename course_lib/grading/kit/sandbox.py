@@ -30,15 +30,26 @@ import torch
 
 from course_lib.grading.kit import codec, confine, guard
 from course_lib.grading.kit.codec import Handle, RemoteFailure
+from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError
+from course_lib.grading.kit.exercise import Graded
 from course_lib.grading.kit.remote import TimedOut
 
-__all__ = ["Ready", "Sandbox", "SandboxDied"]
+__all__ = ["Limits", "Ready", "Sandbox", "SandboxDied"]
 
 _HEADER = struct.Struct("!I")
-# How long past its own limit the answer cell may take to report back before its process is killed: the alarm
-# cannot stop a long call into C (`sum(range(10**12))`), and a loaded machine can be slow to fork.
-START_GRACE = 15.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use. A limit a check means to reach is reached by the resource, not by the clock: a
+    memory test sets a small `memory` and leaves `time` generous, so a slow machine cannot turn it into a time-out."""
+
+    time: float = DEFAULT_CALL_TIMEOUT  # seconds for the answer cell, and for a direct call of what it defines
+    memory: int | None = confine.parse_size(confine.DEFAULT_MEMORY)  # bytes on top of the grader's; None: no limit
+    # How long past `time` the answer cell may take to report back before its process is killed: the alarm cannot
+    # stop a long call into C (`sum(range(10**12))`), and a loaded machine can be slow to fork.
+    grace: float = 15.0
 
 
 class SandboxDied(RuntimeError):
@@ -92,20 +103,20 @@ class Sandbox:
         bindings: dict[str, Any],
         source: str,
         names: tuple[str, ...],
-        references: tuple[Any, ...],
-        timeout: float,
-        memory: int | None = None,
+        exercises: tuple[Graded, ...],
+        limits: Limits | None = None,
     ) -> tuple[Sandbox, Ready]:
-        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` and exports `names`;
-        `memory`: the bytes it may allocate on top of what it starts with (None: no limit)."""
+        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` under the guard of
+        `exercises` and exports `names`, within `limits` (`Limits()` when None)."""
+        limits = limits or Limits()
         parent, child = socket.socketpair()
         pid = os.fork()
         if pid == 0:  # the child never returns
             parent.close()
-            _child(child, preamble, bindings, source, names, references, timeout, memory)
+            _child(child, preamble, bindings, source, names, exercises, limits.time, limits.memory)
         child.close()
         sandbox = cls(pid, parent)
-        reply = sandbox._receive(timeout + START_GRACE)
+        reply = sandbox._receive(limits.time + limits.grace)
         return sandbox, Ready(reply["names"], reply["failure"], reply["timed_out"], reply["forbidden"])
 
     def _receive(self, timeout: float) -> Any:
@@ -230,7 +241,7 @@ def _after(value: Any) -> Any:
     return None
 
 
-def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Any]) -> None:
+def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Graded]) -> None:
     while True:
         try:
             message = _recv(sock)
@@ -245,9 +256,9 @@ def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Any]) -> N
             except Exception as exc:
                 reply["value"] = _failure(exc)
         elif op == "check_definition":
-            reference = known.get(message["reference"]) or _lookup(message["reference"])
             try:
-                guard.check_definition(target, reference=reference)
+                exercise = known.get(message["reference"]) or Graded(_lookup(message["reference"]))
+                guard.check_definition(target, exercise)
                 reply["value"] = None
             except GradingError as exc:
                 reply["value"] = exc.message
@@ -311,7 +322,7 @@ def _lookup(path: str) -> Any:
     raise LookupError(path)
 
 
-def _child(sock, preamble, bindings, source, names, references, timeout, memory) -> None:
+def _child(sock, preamble, bindings, source, names, exercises, timeout, memory) -> None:
     """Runs in the forked child and never returns."""
     code, log = 0, None
     try:
@@ -332,15 +343,15 @@ def _child(sock, preamble, bindings, source, names, references, timeout, memory)
         exec(compile(preamble, "<lesson preamble>", "exec"), namespace)
         namespace.update(bindings)
         banned = guard.Forbidden()
-        for reference in references:
-            found = guard.forbidden(reference)
+        for exercise in exercises:
+            found = guard.forbidden(exercise)
             banned.objects += found.objects
             banned.codes |= found.codes
             banned.builtins |= found.builtins
             banned.packages |= found.packages
         hits: list[str] = []
         objects = _Objects()
-        known = {guard.reference_label(r): r for r in references}  # taken before the answer can rebind them
+        known = {e.path: e for e in exercises}  # taken before the answer can rebind anything
         failure, timed_out = None, False
         with guard.watching(banned, hits):
             try:
