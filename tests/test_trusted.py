@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from course_lib import manifest
-from course_lib.grading.kit import codec, confine
+from course_lib.grading.kit import codec, confine, core
 from course_lib.grading.kit.codec import Handle, RemoteFailure
 from course_lib.grading.kit.sandbox import Limits
 from course_lib.workflow import trusted
@@ -29,6 +29,8 @@ EXERCISE = "causal_mask"
 WRONG = "import torch\n\ndef causal_mask(T, device=None):\n    return torch.ones(T, T, dtype=torch.bool).triu()\n"
 
 SANDBOX_MEMORY = 2**30  # what a sandbox may allocate here, on top of the test process's memory
+# What an honest answer is graded under here: the usual 4 GiB and a time no machine, however loaded, needs.
+HONEST = Limits(time=120.0)
 # Limits for each kind of hostile answer. Generous unless a limit is what the answer is meant to run into:
 ROOMY = Limits(time=60.0, memory=SANDBOX_MEMORY, grace=30.0)
 # a loop without end reaches any time limit, so a short one costs no certainty; it still gets time to report back
@@ -171,6 +173,12 @@ def _tests_of(nb, exercise: str) -> list[str]:
     return [grade_id(c) for c in nb.cells if (grade_id(c) or "").startswith(f"test_{exercise}")]
 
 
+@pytest.fixture(autouse=True)
+def _roomy_calls(monkeypatch):
+    """A check's calls of an answer get the same generous time (the kit's default is 20 s a call)."""
+    monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", HONEST.time)
+
+
 @pytest.fixture(scope="module")
 def grader():
     """The trusted grader, made once, as nbgrader makes it before the first submission runs."""
@@ -187,7 +195,7 @@ def test_reference_answers_pass_every_test_cell_of_every_lesson(grader):
     from tests.nbtools import LESSONS
 
     for lesson in LESSONS:
-        grading = grader.grade(solved(lesson), lesson)
+        grading = grader.grade(solved(lesson), lesson, limits=HONEST)
         failed = {k: v.message for k, v in grading.verdicts.items() if not v.passed}
         assert grading.verdicts and not failed, (lesson, failed)
         assert not grading.notes
@@ -210,15 +218,15 @@ def test_a_hostile_answer_earns_nothing(what, code, words, reported, limits, ful
 def test_one_hostile_answer_leaves_the_other_exercises_their_points(full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, HOSTILE[0][1])
-    grading = grader.grade(nb, LESSON)
+    grading = grader.grade(nb, LESSON, limits=HONEST)
     others = {k: v for k, v in grading.verdicts.items() if k not in _tests_of(nb, EXERCISE)}
     assert len(others) == 2 * (len(manifest.lesson(LESSON).exercises) - 1) and all(v.passed for v in others.values())
 
 
 def test_an_ordinary_wrong_answer_is_named_after_a_hostile_one(full_verdicts, grader):
     full, _ = full_verdicts
-    grader.grade(with_answer(full, EXERCISE, HOSTILE[0][1]), LESSON, only=(EXERCISE,))
-    grading = grader.grade(with_answer(full, EXERCISE, WRONG), LESSON, only=(EXERCISE,))
+    grader.grade(with_answer(full, EXERCISE, HOSTILE[0][1]), LESSON, only=(EXERCISE,), limits=HONEST)
+    grading = grader.grade(with_answer(full, EXERCISE, WRONG), LESSON, only=(EXERCISE,), limits=HONEST)
     message = grading.verdicts[f"test_{EXERCISE}"].message
     assert not grading.verdicts[f"test_{EXERCISE}"].passed
     assert "diagonal" in message or "above" in message or "below" in message, message
@@ -230,18 +238,18 @@ def test_a_sandbox_writes_nowhere(full_verdicts, tmp_path, grader):
     full, _ = full_verdicts
     target = tmp_path / "written_by_an_answer.pt"
     nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n" + WRONG)
-    verdict = grader.grade(nb, LESSON, only=(EXERCISE,)).verdicts[f"test_{EXERCISE}"]
+    verdict = grader.grade(nb, LESSON, only=(EXERCISE,), limits=HONEST).verdicts[f"test_{EXERCISE}"]
     assert not verdict.passed and "Permission denied" in verdict.message, verdict.message
     assert not target.exists()
     nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n")
-    grader.grade(nb, LESSON, only=(EXERCISE,), limits=Limits(memory=None))  # the sandbox's limits are not the kernel's
+    grader.grade(nb, LESSON, only=(EXERCISE,), limits=Limits(time=HONEST.time, memory=None))  # not the kernel's limits
     assert not target.exists()
 
 
 def test_an_answer_that_needs_another_cell_is_told_so(full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, "def causal_mask(T, device=None):\n    return helper(T)\n")
-    message = grader.grade(nb, LESSON).verdicts[f"test_{EXERCISE}"].message
+    message = grader.grade(nb, LESSON, limits=HONEST).verdicts[f"test_{EXERCISE}"].message
     assert "NameError" in message and "helper" in message
 
 
@@ -249,7 +257,7 @@ def test_a_deleted_answer_cell_scores_zero(full_verdicts, grader):
     full, _ = full_verdicts
     nb = nbformat.from_dict(nbformat.reads(nbformat.writes(full), as_version=4))
     nb.cells = [c for c in nb.cells if grade_id(c) != EXERCISE]
-    verdict = grader.grade(nb, LESSON).verdicts[f"test_{EXERCISE}"]
+    verdict = grader.grade(nb, LESSON, limits=HONEST).verdicts[f"test_{EXERCISE}"]
     assert not verdict.passed and "deleted" in verdict.message
 
 
@@ -328,9 +336,11 @@ def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_th
     )
     preamble = "import torch\nfrom torch import nn\n"
     names = ("Box", "scale")
-    sandbox, ready = Sandbox.start(preamble=preamble, bindings={}, source=source, names=names, exercises=())
+    sandbox, ready = Sandbox.start(
+        preamble=preamble, bindings={}, source=source, names=names, exercises=(), limits=HONEST
+    )
     try:
-        box, scale = (Remote(sandbox, ready.names[name]) for name in ("Box", "scale"))
+        box, scale = (Remote(sandbox, ready.names[name], HONEST.time) for name in ("Box", "scale"))
         module = box()
         state = {"lin.weight": torch.ones(2, 2), "lin.bias": torch.zeros(2)}
         module.load_state_dict(state)
@@ -431,7 +441,7 @@ def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_ar
     nb = with_answer(with_answer(full, "scaled_dot_product_attention", _BROKEN_SDPA), "causal_mask", _BROKEN_MASK)
     for name, code in _COMPOSED.items():
         nb = with_answer(nb, name, code)
-    grading = grader.grade(nb, LESSON)
+    grading = grader.grade(nb, LESSON, limits=HONEST)
     assert _verdicts(grading, nb, "scaled_dot_product_attention") == [False, False]
     assert _verdicts(grading, nb, "causal_mask") == [False, False]
     for name in _COMPOSED:
@@ -460,7 +470,7 @@ def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_ar
 def test_building_on_the_same_exercises_reference_still_earns_nothing(name, code, full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, name, code)
-    grading = grader.grade(nb, LESSON, only=(name,))
+    grading = grader.grade(nb, LESSON, only=(name,), limits=HONEST)
     for test_id in _tests_of(nb, name):
         assert not grading.verdicts[test_id].passed
         assert "course's reference" in grading.verdicts[test_id].message
@@ -501,7 +511,7 @@ def test_lesson_05_multihead_may_use_the_helpers_the_lesson_allows(helpers, grad
     lesson = "05_multi_head_attention"
     code = _LESSON_04 + _MHA.replace("SPLIT", helpers[0]).replace("MERGE", helpers[1])
     nb = with_answer(with_answer(solved(lesson), "split_merge_heads", _BROKEN_SPLIT), "MultiHeadAttention", code)
-    grading = grader.grade(nb, lesson, only=("split_merge_heads", "MultiHeadAttention"))
+    grading = grader.grade(nb, lesson, only=("split_merge_heads", "MultiHeadAttention"), limits=HONEST)
     assert _verdicts(grading, nb, "split_merge_heads") == [False, False]
     tests = _tests_of(nb, "MultiHeadAttention")
     assert all(grading.verdicts[t].passed for t in tests), {t: grading.verdicts[t].message for t in tests}
@@ -511,7 +521,7 @@ def test_lesson_05_multihead_built_on_the_reference_module_earns_nothing(grader)
     lesson = "05_multi_head_attention"
     code = "class MultiHeadAttention(ref.MultiHeadAttention):\n    pass\n"
     nb = with_answer(solved(lesson), "MultiHeadAttention", code)
-    grading = grader.grade(nb, lesson, only=("MultiHeadAttention",))
+    grading = grader.grade(nb, lesson, only=("MultiHeadAttention",), limits=HONEST)
     assert not any(v.passed for v in grading.verdicts.values())
 
 
@@ -519,15 +529,16 @@ def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
     """`core.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
     only from a function of course_lib.grading: anything else is refused there."""
     from course_lib.grading import attention_training
-    from course_lib.grading.kit import core, remote
+    from course_lib.grading.kit import remote
     from course_lib.grading.kit.remote import Remote
     from course_lib.grading.kit.sandbox import Sandbox
 
+    source = "def f(x):\n    return x\n"
     sandbox, ready = Sandbox.start(
-        preamble="import torch\n", bindings={}, source="def f(x):\n    return x\n", names=("f",), exercises=(),
-    )  # fmt: skip
+        preamble="import torch\n", bindings={}, source=source, names=("f",), exercises=(), limits=HONEST
+    )
     try:
-        answer = Remote(sandbox, ready.names["f"])
+        answer = Remote(sandbox, ready.names["f"], HONEST.time)
         model, optimizer = core.make(answer, attention_training.training_problem, 2, 3, 5, 0)
         assert remote.is_remote(model) and core.type_name(model) == "ToyAttentionModel"
         assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)
@@ -544,7 +555,6 @@ def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
 
 def test_the_kits_dispatch_acts_here_on_an_answer_that_lives_here():
     from course_lib.grading import attention_training
-    from course_lib.grading.kit import core
 
     state = torch.get_rng_state()
     model, optimizer = core.make(lambda: None, attention_training.training_problem, 2, 3, 5, 0)
