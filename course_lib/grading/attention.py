@@ -1,4 +1,5 @@
-"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise of COURSE_SPEC §6, and `train_step`).
+"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise, and `train_step`;
+docs/ARCHITECTURE.md, Exercise contract).
 
 This module grades the functions (`simple_self_attention`, `scaled_dot_product_attention`, `causal_mask`); the
 modules (`SelfAttention`, `CausalSelfAttention`, `CrossAttention`) are graded in

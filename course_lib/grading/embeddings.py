@@ -1,4 +1,5 @@
-"""Graders of lesson 02 — Embeddings (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 02 — Embeddings (one `check_<exercise>` per exercise; docs/ARCHITECTURE.md,
+Exercise contract).
 
 Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
 seeded random inputs, the expected value from the reference in `course_lib.embeddings` computed *outside* the

@@ -1,4 +1,5 @@
-"""Graders of lesson 03 — Position (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 03 — Position (one `check_<exercise>` per exercise; docs/ARCHITECTURE.md,
+Exercise contract).
 
 The recipe is lesson 02's (see `course_lib.grading.embeddings`): the guard first, seeded inputs, expected
 values from `course_lib.position` computed outside the learner's call, and on a mismatch each known wrong

@@ -1,4 +1,5 @@
-"""Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise;
+docs/ARCHITECTURE.md, Exercise contract).
 
 This module grades the word tokenizer (`SimpleTokenizer`) and the training windows (`sliding_window_pairs`);
 the byte-pair encoding exercises are graded in `course_lib.grading.tokenization_bpe` (training) and

@@ -1,4 +1,5 @@
-"""How a submission's kernel runs while it is graded (issue 12): confined, its outputs capped, its damage looked for.
+"""How a submission's kernel runs while it is graded (docs/ARCHITECTURE.md, Trusted grading): confined, its outputs
+capped, its damage looked for.
 
 - `GradingLimits`: the settings, in one place (`c.GradingLimits.memory` and `c.GradingLimits.contain_writes` in
   `notebooks/nbgrader_config.py`; `python -m course_lib class --memory SIZE`). The trusted grader's sandboxes get

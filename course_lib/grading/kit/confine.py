@@ -1,7 +1,8 @@
-"""Limits for the processes that run a learner's code while a class is graded (issue 12).
+"""Limits for the processes that run a learner's code while a class is graded (docs/ARCHITECTURE.md,
+Trusted grading).
 
 Two kinds of process run a submission's code: the Jupyter kernel nbgrader starts for it, and the trusted grader's
-sandboxes (`sandbox.py`, forked from the nbgrader process). Both get:
+sandboxes (`sandbox.py` beside this module, forked from the nbgrader process). Both get:
 
 - a memory limit: RLIMIT_DATA, the private memory a process may allocate (Python objects, tensors, arrays). An
   allocation past it fails (`MemoryError`, torch's "can't allocate memory") in the cell that made it, instead of
@@ -17,7 +18,8 @@ What this does not bound: memory mapped as shared (an anonymous shared `mmap`) a
 processes; a limit per process is not a control group. Disk space written beneath the allowed folders.
 
 `python -m course_lib.grading.kit.confine [--memory SIZE] [--write DIR ...] -- COMMAND ...` applies the limits and
-then runs COMMAND in its place (exec): the course's kernel manager (`kernels.py`) starts grading kernels so.
+then runs COMMAND in its place (exec): the course's kernel manager (`course_lib.workflow.kernels`) starts grading
+kernels so. It imports only the standard library, so a kernel starts without waiting for torch.
 """
 
 from __future__ import annotations

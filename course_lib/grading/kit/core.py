@@ -1,4 +1,4 @@
-"""The grading toolkit every lesson's test cells use (COURSE_SPEC §5).
+"""The grading toolkit every lesson's test cells use.
 
 A test cell calls a `check_<exercise>` function (one module per lesson in this package). Those functions are
 built from the pieces here:
@@ -12,6 +12,8 @@ built from the pieces here:
 - `expect`, `expect_close`, `expect_equal`, `expect_type`, `expect_int_list`, `expect_unchanged`: comparisons
   whose failure message is the hint a learner can act on.
 - `tagged_cases`, `call_label`: visible or hidden cases, and how a call is named in messages.
+- `is_instance`, `type_name`, `make`: what a check asks of an answer that may live in a sandbox (`remote.py`);
+  graders use these and never `remote` itself.
 - `generator`, `random_tensor`: deterministic random inputs, so a failure can be reproduced.
 
 `course_lib.grading.kit.diagnose` builds on these to name the likely mistake behind a wrong answer.
@@ -116,12 +118,13 @@ def call_answer(
     hints: Sequence[Hint] = (),
     **kwargs: Any,
 ) -> Any:
-    """Call learner code `fn(*args, **kwargs)` and return its result.
+    """Call learner code `fn(*args, **kwargs)` and return its result; `exercise` is the `Graded` the check names
+    its exercise by (a bare name is refused with TypeError: it carries no reference to guard with).
 
-    `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by
-    the from-scratch guard (COURSE_SPEC §5): calling the course's reference or a forbidden shortcut fails. The
-    time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is given. When the learner's
-    code raises, the first of `hints` whose test fits the message is added to it.
+    `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by the
+    from-scratch guard (docs/ARCHITECTURE.md, The from-scratch guard): calling the course's reference or a
+    forbidden shortcut fails. The time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is
+    given. When the learner's code raises, the first of `hints` whose test fits the message is added to it.
     """
     exercise = require_graded(exercise, "call_answer")
     label = what or f"{getattr(fn, '__name__', exercise)}(...)"

@@ -1,4 +1,4 @@
-"""Naming the likely mistake behind a wrong answer (COURSE_SPEC §5), for every lesson's graders.
+"""Naming the likely mistake behind a wrong answer, for every lesson's graders.
 
 A check knows the classic mistakes of its exercise. Each is a `Variant`: a function that computes what the
 mistaken code would return on the same input, and the message that names the mistake. When the learner's

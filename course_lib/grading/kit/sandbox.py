@@ -1,4 +1,5 @@
-"""A short-lived process that runs one graded answer, for trusted grading (COURSE_SPEC §5).
+"""A short-lived process that runs one graded answer, for trusted grading (docs/ARCHITECTURE.md,
+Trusted grading).
 
 `Sandbox.start` forks the grader's process: the child has the course's code exactly as the grader loaded it
 (nothing is read from disk again), runs the lesson's preamble and the answer cell's source under the from-scratch
@@ -6,11 +7,13 @@ watcher, and then serves requests — call this, read that attribute — until t
 Every message is plain data (`course_lib.grading.kit.codec`); objects the answer makes stay here, named by
 handles. The watcher stays on for the child's whole life, so everything the answer's code does is watched. A
 request that runs too long is stopped here (SIGALRM); one that does not answer at all gets the child killed.
-The child is confined (`confine.py`): a memory limit on what it allocates on top of the grader's memory, so an
-answer that allocates without bound fails with MemoryError instead of taking the grader down, and where Landlock
-is available it can write nowhere, connect nowhere and signal no process outside itself.
+The child is confined (`confine.py`, within its `Limits`): a memory limit on what it allocates on top of the
+grader's memory, so an answer that allocates without bound fails with MemoryError instead of taking the grader
+down, and where Landlock is available it can write nowhere, connect nowhere and signal no process outside itself.
 
-Fork is POSIX-only; on Windows the grader falls back to the notebook's own verdicts (`trusted.available`).
+Fork is POSIX-only; on Windows the grader falls back to the notebook's own verdicts
+(`course_lib.workflow.trusted.available`). This module is the server of the protocol whose client is `remote.py`;
+both speak `codec.py`.
 """
 
 from __future__ import annotations
