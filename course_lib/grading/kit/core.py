@@ -208,20 +208,20 @@ def make(beside: Any, factory: Callable[..., Any], *args: Any, **kwargs: Any) ->
         return factory(*args, **kwargs)
 
 
-def expect(exercise: str, condition: bool, message: str) -> None:
+def expect(exercise: Graded | str, condition: bool, message: str) -> None:
     """Fail with `message` unless `condition` holds."""
     if not condition:
         raise GradingError(exercise, message)
 
 
-def expect_equal(exercise: str, got: Any, expected: Any, what: str, hint: str = "") -> None:
+def expect_equal(exercise: Graded | str, got: Any, expected: Any, what: str, hint: str = "") -> None:
     """Exact equality (lists, dicts, strings, ints)."""
     if got != expected:
         message = f"{what}: expected {describe(expected)}, got {describe(got)}."
         raise GradingError(exercise, f"{message} {hint}".strip())
 
 
-def expect_type(exercise: str, got: Any, kind: type | tuple[type, ...], what: str, description: str) -> Any:
+def expect_type(exercise: Graded | str, got: Any, kind: type | tuple[type, ...], what: str, description: str) -> Any:
     """Return `got` if it is a `kind`; else fail, saying what came back. `description`: e.g. "a dict {(a, b): n}"."""
     if got is None:
         raise GradingError(exercise, f"{what} returned None. Did you forget the `return`?")
@@ -235,7 +235,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def expect_int_list(exercise: str, got: Any, what: str) -> None:
+def expect_int_list(exercise: Graded | str, got: Any, what: str) -> None:
     """`got` must be a plain Python list of ints (token ids), not a tensor."""
     if isinstance(got, torch.Tensor):
         raise GradingError(exercise, f"{what} returned a tensor; return a plain Python list of ints.")
@@ -248,7 +248,7 @@ def expect_int_list(exercise: str, got: Any, what: str) -> None:
             )
 
 
-def expect_id_batch_pair(exercise: str, got: Any, shape: tuple[int, int], what: str) -> tuple[Any, Any]:
+def expect_id_batch_pair(exercise: Graded | str, got: Any, shape: tuple[int, int], what: str) -> tuple[Any, Any]:
     """`got` must be a pair (x, y) of integer tensors (batches of token ids of `shape`); returns it as a tuple."""
     if not (isinstance(got, tuple | list) and len(got) == 2):
         raise GradingError(exercise, f"{what} should return a pair (x, y), got {describe(got)}.")
@@ -262,7 +262,7 @@ def expect_id_batch_pair(exercise: str, got: Any, shape: tuple[int, int], what: 
     return got[0], got[1]
 
 
-def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+def expect_unchanged(exercise: Graded | str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
     """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
     for argument, (after, before) in inputs.items():
         if not torch.equal(after, before):
@@ -272,7 +272,7 @@ def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.
 
 
 def expect_close(
-    exercise: str,
+    exercise: Graded | str,
     got: Any,
     expected: torch.Tensor,
     what: str,
