@@ -51,10 +51,11 @@ c.Execute.extra_arguments = KERNEL_ARGUMENTS
 c.Execute.shutdown_kernel = "immediate"
 
 # Each process that runs a submission's code (its kernel, and the trusted grader's sandboxes) may allocate at most
-# this much memory: a memory bomb ends its own cell with MemoryError (course_lib/workflow/kernels.py, confine.py).
-# Where Linux's Landlock is available, a kernel writes only in its own autograded/<student>/<lesson>/ folder and a
-# temporary one; elsewhere the log says so and some folders are checked instead. `python -m course_lib class
-# --memory 2G` overrides the limit for one run. Of what one cell prints, the first 100,000 characters are kept.
+# this much memory: a memory bomb ends its own cell with MemoryError (course_lib/workflow/kernels.py,
+# course_lib/grading/kit/confine.py). Where Linux's Landlock is available, a kernel writes only in its own
+# autograded/<student>/<lesson>/ folder and a temporary one; elsewhere the log says so and some folders are checked
+# instead. `python -m course_lib class --memory 2G` overrides the limit for one run. Of what one cell prints, the
+# first 100,000 characters are kept.
 c.GradingLimits.memory = "4G"
 c.GradingLimits.contain_writes = True
 c.KeepGradingWhenKernelDies.max_stream_chars = 100_000

@@ -24,7 +24,7 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 @pytest.fixture
 def no_guard(monkeypatch):
     """Switch the from-scratch guard off, so the reference objects themselves can be graded."""
-    monkeypatch.setattr(guard, "forbidden", lambda reference: guard.Forbidden())
+    monkeypatch.setattr(guard, "forbidden", lambda exercise: guard.Forbidden())
 
 
 def pytest_configure(config):

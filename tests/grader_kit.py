@@ -3,9 +3,9 @@
 Learner answers are notebook code, run as a notebook cell would run them (tests/answers.py: `exec` in a namespace
 whose `__name__` is "__main__", which is what the from-scratch guard sees for a notebook's definitions).
 
-- `GraderKit`: one lesson's graders, its reference module and its right answers. `kit.fails(name, answer, *words)`
-  asserts that an answer fails `check_<name>` with a message containing each of `words` (as written); the answer
-  is notebook code, an `Edit` of the right answer, or an object.
+- `GraderKit`: one lesson's graders and its right answers (its references are where the manifest names them).
+  `kit.fails(name, answer, *words)` asserts that an answer fails `check_<name>` with a message containing each of
+  `words` (as written); the answer is notebook code, an `Edit` of the right answer, or an object.
 - `mistake` and `wrong_answer`: rows of a test file's tables (a right answer with one piece changed, or a whole
   wrong answer), each with the words its failure message must contain and a readable test id.
 - `LessonGraderTests`: the tests every lesson gets (right answers and the reference, guard off, pass the visible
@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 import torch
 
+from course_lib import manifest
 from course_lib.grading import Passed
+from course_lib.grading.kit.exercise import resolve
 from tests.answers import edit, failure_message, hidden_cases, run_cell, run_graded_cells
 
 
@@ -59,8 +61,8 @@ def wrong_answer(name: str, answer: Any, words: str | tuple[str, ...], *, id: st
 
 
 class GraderKit:
-    """The graders of one lesson (`grading`, a module of check_<exercise> functions), its reference module and
-    its right answers ({exercise: notebook code}, written independently of course_lib).
+    """The graders of one lesson (`grading`, a module of check_<exercise> functions) and its right answers
+    ({exercise: notebook code}, written independently of course_lib). The references are the manifest's.
 
     A check takes one answer, except the exercises in `parts`: {exercise: names of the answers its check takes,
     in order}, e.g. {"split_merge_heads": ("split_heads", "merge_heads")}.
@@ -70,11 +72,10 @@ class GraderKit:
         self,
         lesson: str,
         grading: ModuleType,
-        reference: ModuleType,
         answers: dict[str, str],
         parts: dict[str, tuple[str, ...]] | None = None,
     ):
-        self.lesson, self.grading, self.reference, self.answers = lesson, grading, reference, answers
+        self.lesson, self.grading, self.answers = lesson, grading, answers
         self.parts = parts or {}
 
     @property
@@ -127,11 +128,15 @@ class GraderKit:
         return the message."""
         return failure_message(lambda: self.grade(name, answer, cases), *words)
 
+    def references(self, name: str) -> tuple:
+        """The course's references of exercise `name`, one per name it defines, from where the manifest names them."""
+        entry = next(e for e in manifest.lesson(self.lesson).exercises if e.name == name)
+        return tuple(resolve(path) for path in entry.paths.values())
+
     def reference_answer(self, name: str):
         """The reference's own object for `name` (a tuple for an exercise in `parts`)."""
-        if name in self.parts:
-            return tuple(getattr(self.reference, part) for part in self.parts[name])
-        return getattr(self.reference, name)
+        found = self.references(name)
+        return found if name in self.parts else found[0]
 
 
 class LessonGraderTests:
@@ -182,7 +187,7 @@ class LessonGraderTests:
     def test_the_reference_itself_earns_nothing(self, name):
         first = self.kit.parts.get(name, (name,))[0]  # the guard names the first reference it meets
         # Named where it is defined (a lesson's reference module may re-export it from another module).
-        defined = getattr(self.kit.reference, first)
+        defined = self.kit.references(name)[0]
         label = f"{defined.__module__}.{defined.__qualname__}"
         words = f"is the course's reference `{label}`", f"write `{first}` yourself"
         self.kit.fails(name, self.kit.reference_answer(name), *words, "earns no points")

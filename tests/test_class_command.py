@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 from course_lib.workflow.classroom import add_to_gradebook, grade_class
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
 from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
@@ -40,6 +40,10 @@ KILLERS = {  # answers that end the kernel's process, or try to: only their exer
     "segfault": "import ctypes\nctypes.string_at(0)\n",
 }
 MEMORY = "1G"  # per process for this class (the course's default is 4G): a bomb reaches it in a second
+# No submission here is meant to run out of time, so the time limits are generous: a loaded machine cannot turn a
+# memory bomb (or a slow honest cell) into a time-out. Per cell in the kernels, and per sandbox of the trusted grader.
+CELL_TIMEOUT = 300
+SANDBOX_SECONDS = "120"
 MEMORY_BOMB = "hoard = []\nwhile True:\n    hoard.append(b'x' * 2**26)  # 64 MiB more, every page written\n"
 CALL_BOMB = "def next_token_pairs(ids):\n    hoard = []\n    while True:\n        hoard.append([0] * 2**24)\n"
 PRINTED = 100_000_000  # characters one answer cell prints
@@ -135,7 +139,9 @@ def graded(tmp_path_factory):
     kept_bytes = kept.read_bytes()
     nbformat.write(read(release_path(LESSON)), inbox / "kept.ipynb")
 
-    results = grade_class([LESSON], course, inbox, workers=2, timeout=15, memory=MEMORY)
+    with pytest.MonkeyPatch.context() as patch:  # the nbgrader processes read it when they start
+        patch.setenv("COURSE_CALL_TIMEOUT", SANDBOX_SECONDS)
+        results = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, memory=MEMORY)
     return course, results, release_before, kept_bytes
 
 
@@ -327,7 +333,7 @@ def uncontained(tmp_path_factory):
         "victim.write_text(victim.read_text().replace('return counts', 'return {}'))\n"
     )
     nbformat.write(_with_cells(full, [attack]), inbox / "y_attacker.ipynb")
-    (result,) = grade_class([LESSON], course, inbox, workers=1, timeout=15, contain_writes=False)
+    (result,) = grade_class([LESSON], course, inbox, workers=1, timeout=CELL_TIMEOUT, contain_writes=False)
     return course, result
 
 
@@ -352,7 +358,7 @@ def test_a_later_run_grades_only_the_new_submission(graded, tmp_path):
     inbox = tmp_path / "late"
     inbox.mkdir()
     nbformat.write(solved(LESSON), inbox / "late.ipynb")
-    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=15)
+    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT)
     assert result.graded == ["late"]
     assert set(result.failed) == set(first.failed)  # no graded notebook yet: tried again, and failing again
     assert {p: p.stat().st_mtime_ns for p in before} == before

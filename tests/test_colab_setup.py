@@ -29,7 +29,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.course import SETUP_ID, repo_url
 from tests.nbtools import ROOT, grade_id, release_path
 

@@ -1,6 +1,6 @@
-"""The limits on processes that run a learner's code (course_lib/workflow/confine.py), through the real launcher.
+"""The limits on processes that run a learner's code (course_lib/grading/kit/confine.py), through the real launcher.
 
-Each test starts `python -m course_lib.workflow.confine ... -- python -c CODE` and reads what CODE could do. The
+Each test starts `python -m course_lib.grading.kit.confine ... -- python -c CODE` and reads what CODE could do. The
 Landlock tests skip, saying why, where the kernel has no Landlock; each also shows the same action succeeding
 without the launcher, so it could fail.
 """
@@ -14,13 +14,13 @@ import sys
 
 import pytest
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 
 LANDLOCK = pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
 
 
 def _run(code: str, *limits: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "course_lib.workflow.confine", *limits, "--", sys.executable, "-c", code]
+    command = [sys.executable, "-m", "course_lib.grading.kit.confine", *limits, "--", sys.executable, "-c", code]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
 
 
@@ -134,7 +134,7 @@ def test_containment_asked_for_but_unavailable_starts_nothing(monkeypatch, capsy
 
 def test_a_forked_process_gets_the_limit_on_top_of_what_it_has():
     code = (
-        "import os\nfrom course_lib.workflow import confine\n"
+        "import os\nfrom course_lib.grading.kit import confine\n"
         "ballast = b'b' * 2**28  # the parent's memory, kept by the child\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
@@ -145,3 +145,12 @@ def test_a_forked_process_gets_the_limit_on_top_of_what_it_has():
         "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
     )
     assert _plain(code).stdout.strip() == "0"
+
+
+def test_the_launcher_does_not_import_torch():
+    """Every grading kernel starts through the launcher: importing it must cost no more than the standard library
+    (torch alone takes seconds), although it lives in the grading kit."""
+    code = "import sys\nimport course_lib.grading.kit.confine\n"
+    code += "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    assert _plain(code).stdout.strip() == "[]"
+    assert _plain(code.replace("kit.confine", "kit.core")).stdout.strip() == "['numpy', 'torch']"

@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.course import BADGE_MARKER, SETUP_ID, repo_url, stale_files
 from tests.nbtools import LESSONS, ROOT, answer_names, grade_id, hidden_lines, read, release_path, source_path
 

@@ -9,8 +9,8 @@ import pytest
 
 from course_lib.workflow.course import REPO_ROOT
 
-GUIDES = ["README.md", "notebooks/AUTHORING.md"]
-_TOP = ("course_lib/", "tests/", "notebooks/", "images/", "data/", ".ci/")
+GUIDES = ["README.md", "notebooks/AUTHORING.md", "docs/ARCHITECTURE.md"]
+_TOP = ("course_lib/", "tests/", "notebooks/", "images/", "data/", ".ci/", "docs/")
 _PATH = re.compile(r"`([A-Za-z0-9_./-]+)`")
 
 

@@ -129,7 +129,7 @@ def train_step(model, optimizer, inputs, targets):
 """,
 }
 
-KIT = GraderKit(LESSON, grading, ref, ANSWERS)
+KIT = GraderKit(LESSON, grading, ANSWERS)
 
 # Queries taken from the memory, keys and values from x (and no memory mask).
 _MASKING = '        if memory_mask is not None:\n            scores = scores.masked_fill(~memory_mask, float("-inf"))\n'

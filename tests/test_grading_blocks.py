@@ -3,7 +3,6 @@ the tests run through tests/grader_kit.py, like those of lessons 04 and 05."""
 
 from __future__ import annotations
 
-from course_lib import blocks as ref
 from course_lib.grading import blocks as grading
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
@@ -85,7 +84,7 @@ class EncoderLayer(nn.Module):
         return x
 """
 
-KIT = GraderKit(LESSON, grading, ref, {LN: LAYER_NORM, FF: FEED_FORWARD, BLOCK: BLOCK_ANSWER, ENC: ENCODER})
+KIT = GraderKit(LESSON, grading, {LN: LAYER_NORM, FF: FEED_FORWARD, BLOCK: BLOCK_ANSWER, ENC: ENCODER})
 
 _VAR = "var = (x - mu).pow(2).mean(-1, keepdim=True)"
 _SCALE = "torch.rsqrt(var + eps)"

@@ -3,7 +3,6 @@ it; the tests run through tests/grader_kit.py."""
 
 from __future__ import annotations
 
-from course_lib import char_lm as ref
 from course_lib.grading import char_lm as grading
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
@@ -68,7 +67,6 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
 KIT = GraderKit(
     LESSON,
     grading,
-    ref,
     {VOCAB: BUILD_CHAR_VOCAB, BATCH: GET_BATCH, BIGRAM: BIGRAM_MODEL, SAMPLE: SAMPLE_NEXT_TOKEN},
 )
 

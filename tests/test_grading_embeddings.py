@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib import embeddings
 from course_lib.grading import embeddings as grading
 from tests.grader_kit import GraderKit, LessonGraderTests, wrong_answer
 
@@ -36,7 +35,6 @@ def most_similar(query, matrix, k):
 KIT = GraderKit(
     "02_embeddings",
     grading,
-    embeddings,
     {"one_hot_embed": ONE_HOT_EMBED, "cosine_similarity": COSINE_SIMILARITY, "most_similar": MOST_SIMILAR},
 )
 

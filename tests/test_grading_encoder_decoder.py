@@ -3,7 +3,6 @@ name it; the tests run through tests/grader_kit.py."""
 
 from __future__ import annotations
 
-from course_lib import encoder_decoder as ref
 from course_lib.grading import encoder_decoder as grading
 from course_lib.grading.kit import core
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
@@ -47,7 +46,7 @@ def greedy_step(logits, finished, eos_id, pad_id):
     return next_ids, now_finished
 """
 
-KIT = GraderKit(LESSON, grading, ref, {SHIFT: SHIFT_RIGHT, LOSS: MASKED_CROSS_ENTROPY, STEP: GREEDY_STEP})
+KIT = GraderKit(LESSON, grading, {SHIFT: SHIFT_RIGHT, LOSS: MASKED_CROSS_ENTROPY, STEP: GREEDY_STEP})
 
 _SHIFT_BODY = "    out[:, 0] = bos_id\n    out[:, 1:] = labels[:, :-1]\n    return out\n"
 _LOSS_BODY = "    return -picked[keep].mean()\n"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib import gpt2_exercises
+from course_lib import gpt2
 from course_lib.grading import char_lm as char_grading
 from course_lib.grading import gpt2 as grading
 from course_lib.grading import gpt2_generation
@@ -78,7 +78,6 @@ def cosine_lr(step, max_lr, min_lr, warmup_steps, max_steps):
 KIT = GraderKit(
     LESSON,
     grading,
-    gpt2_exercises,
     {COUNT: PARAMETER_COUNT, TOP_P: TOP_P_FILTER, CACHE: ATTEND_WITH_CACHE, LR: COSINE_LR},
 )
 
@@ -510,7 +509,7 @@ def test_lesson_09s_sampler_cannot_be_lesson_10s(code):
 
 
 def test_lesson_10_has_no_exercise_lesson_09_s_sampler_could_answer():
-    from course_lib.workflow import manifest
+    from course_lib import manifest
 
     assert {e.name for e in manifest.lesson(LESSON).exercises}.isdisjoint(
         e.name for e in manifest.lesson("09_char_gpt").exercises
@@ -532,7 +531,7 @@ def test_a_tensor_of_ids_leaves_the_reference_untouched():
     # The checks hand the learner clones: the reference's inputs are what the expected values were computed from.
     x = gpt2_generation.cache_inputs(1, 2, 3, 2, 4, 0)
     before = {n: t.clone() for n, t in x.items()}
-    gpt2_exercises.attend_with_cache(**x)
+    gpt2.attend_with_cache(**x)
     assert all(torch.equal(before[n], x[n]) for n in x)
 
 

@@ -71,7 +71,6 @@ def multihead_parameter_count(d_model, qkv_bias=True, out_bias=True):
 KIT = GraderKit(
     LESSON,
     grading,
-    ref,
     {SPLIT: SPLIT_MERGE, MHA_NAME: MHA, COUNT_NAME: COUNT},
     parts={SPLIT: ("split_heads", "merge_heads")},
 )

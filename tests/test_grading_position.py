@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib import position
 from course_lib.grading import position as grading
 from tests.grader_kit import GraderKit, LessonGraderTests, wrong_answer
 
@@ -62,7 +61,6 @@ def apply_rope(x, base=10000.0):
 KIT = GraderKit(
     "03_position_encoding",
     grading,
-    position,
     {SIN_PE: SINUSOIDAL, "PositionEncoding": MODULE, "apply_rope": ROPE},
 )
 

@@ -65,9 +65,7 @@ def greedy_generate(params, prompt_ids, eos_id, max_new_tokens):
     return out
 """
 
-KIT = GraderKit(
-    LESSON, grading, ref, {DATA: STATQUEST_DATASET, FORWARD: DECODER_ONLY_FORWARD, GENERATE: GREEDY_GENERATE}
-)
+KIT = GraderKit(LESSON, grading, {DATA: STATQUEST_DATASET, FORWARD: DECODER_ONLY_FORWARD, GENERATE: GREEDY_GENERATE})
 
 _LABELS = "    labels = torch.tensor([s[1:] for s in seqs])\n"
 _MASK = '    scores = scores.masked_fill(future, float("-inf"))\n'

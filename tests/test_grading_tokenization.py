@@ -118,7 +118,7 @@ def sliding_window_pairs(token_ids, context_length, stride):
 """,
 }
 
-KIT = GraderKit(LESSON, grading, ref, ANSWERS)
+KIT = GraderKit(LESSON, grading, ANSWERS)
 
 _ENCODE_ALL = "return [self.str_to_int.get(word, unk) for word in self.words(text)]"
 _WINDOW_STARTS = "range(0, len(token_ids) - context_length, stride)"

@@ -3,7 +3,6 @@ the tests run through tests/grader_kit.py."""
 
 from __future__ import annotations
 
-from course_lib import train as ref
 from course_lib.grading import train as grading
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
@@ -60,7 +59,7 @@ def rank_batch(tokens, micro_step, batch_size, seq_len, rank=0, world_size=1):
     return x, y
 """
 
-KIT = GraderKit(LESSON, grading, ref, {ACCUM: GRAD_ACCUM_STEPS, MFU: ESTIMATE_MFU, RANK: RANK_BATCH})
+KIT = GraderKit(LESSON, grading, {ACCUM: GRAD_ACCUM_STEPS, MFU: ESTIMATE_MFU, RANK: RANK_BATCH})
 
 _PER_STEP = "    tokens_per_micro_step = micro_batch_size * seq_len * world_size\n"
 _RETURN = "    return steps\n"

@@ -3,14 +3,12 @@
 The tests every lesson gets, and the tables below, run through tests/grader_kit.py.
 """
 
-from course_lib import welcome
 from course_lib.grading import welcome as grading
 from tests.grader_kit import HIDDEN, Edit, GraderKit, LessonGraderTests, mistake, wrong_answer
 
 KIT = GraderKit(
     "00_welcome",
     grading,
-    welcome,
     {
         "count_characters": "def count_characters(t):\n    c = {}\n    for ch in t:\n"
         "        c[ch] = c.get(ch, 0) + 1\n    return c",

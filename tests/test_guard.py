@@ -9,11 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib import attention, tokenization
+from course_lib import attention, manifest, tokenization
 from course_lib.grading import GradingError, call_answer, check_definition
-from course_lib.grading.kit.errors import Graded
-from course_lib.grading.kit.guard import Forbidden, forbidden, source_problems, watching
-from course_lib.workflow import manifest
+from course_lib.grading.kit.exercise import Graded, resolve
+from course_lib.grading.kit.guard import Forbidden, forbidden, source_problems, watch_calls, watching
 from tests.answers import define
 
 Q = torch.randn(2, 3, 4, generator=torch.Generator().manual_seed(0))
@@ -26,19 +25,58 @@ def sdpa(q, k, v, mask=None):
 
 
 def test_every_reference_and_shortcut_in_the_manifest_resolves():
-    import importlib
-
+    seen: dict[int, str] = {}
     for lesson in manifest.LESSONS:
-        module = importlib.import_module(lesson.references)
         for exercise in lesson.exercises:
-            for name in exercise.names:
-                reference = getattr(module, name)
-                found = forbidden(reference)
+            for name, path in exercise.paths.items():
+                reference = resolve(path)
+                assert reference is not None and reference.__name__ == name, path
+                assert id(reference) not in seen, f"{path} is also the reference of {seen[id(reference)]}"
+                seen[id(reference)] = path
+                graded = Graded(reference)
+                assert (graded.entry, graded.name, graded.path) == (exercise, name, path)
+                found = forbidden(graded)
                 assert found.objects[0][0] is reference, name
                 objects = [p for p in exercise.shortcuts if not p.startswith("module:")]
                 packages = [p for p in exercise.shortcuts if p.startswith("module:")]
                 assert len(found.objects) == 1 + len(objects), name  # every dotted shortcut exists
                 assert len(found.packages) <= len(packages), name  # a library that is not installed cannot be used
+
+
+def test_an_exercise_is_named_by_its_reference_object_and_never_by_a_string():
+    graded = Graded(attention.causal_mask)
+    assert not isinstance(graded, str) and str(graded) == "causal_mask" and f"[{graded}]" == "[causal_mask]"
+    assert graded.path == "course_lib.attention.causal_mask"
+    assert graded.entry.shortcuts == ("torch.nn.Transformer.generate_square_subsequent_mask",)
+    answer = define("import torch\ndef f(T):\n    return torch.ones(T, T).tril().bool()", "f")
+    with pytest.raises(TypeError, match="reference object itself"):
+        Graded("causal_mask")
+    for refused in (
+        lambda: call_answer("causal_mask", answer, 3),
+        lambda: check_definition(answer, "causal_mask"),
+        lambda: check_definition(answer, attention.causal_mask),  # the reference alone carries no manifest entry
+        lambda: source_problems("x = 1", "causal_mask"),
+        lambda: forbidden("causal_mask"),
+    ):
+        with pytest.raises(TypeError, match=r"Graded\(ref\.<name>\)"):
+            refused()
+    with pytest.raises(TypeError, match=r"Graded\(ref\.<name>\)"), watch_calls("causal_mask"):
+        pass
+    assert torch.equal(call_answer(graded, answer, 3), torch.ones(3, 3).tril().bool())  # the object works
+
+
+def test_the_guard_finds_shortcuts_by_the_reference_not_by_its_name():
+    from course_lib import char_lm, generate
+
+    # Two functions called sample_next_token: lesson 09's exercise, and lesson 10's sampler that is its shortcut.
+    assert "course_lib.generate.sample_next_token" in Graded(char_lm.sample_next_token).entry.shortcuts
+    with pytest.raises(ValueError, match="course_lib.generate.sample_next_token is the reference of no exercise"):
+        Graded(generate.sample_next_token)
+    # A reference defined in one module and named by the manifest in another (lesson 11's rank_batch).
+    from course_lib import train, train_data
+
+    assert train.rank_batch is train_data.rank_batch
+    assert Graded(train.rank_batch).path == "course_lib.train_data.rank_batch"
 
 
 SDPA = Graded(attention.scaled_dot_product_attention)
@@ -47,7 +85,7 @@ SDPA = Graded(attention.scaled_dot_product_attention)
 def test_an_honest_answer_passes():
     out, weights = call_answer(SDPA, define(GOOD_SDPA, "sdpa"), Q, Q, Q)
     torch.testing.assert_close(out, F.scaled_dot_product_attention(Q, Q, Q))
-    check_definition(define(GOOD_SDPA, "sdpa"), reference=attention.scaled_dot_product_attention)
+    check_definition(define(GOOD_SDPA, "sdpa"), Graded(attention.scaled_dot_product_attention))
 
 
 @pytest.mark.parametrize(
@@ -76,7 +114,7 @@ def test_an_honest_answer_passes():
 )
 def test_definition_time_shortcuts_are_caught(answer, how):
     with pytest.raises(GradingError, match=f"your answer {how}"):
-        check_definition(answer, reference=attention.scaled_dot_product_attention)
+        check_definition(answer, Graded(attention.scaled_dot_product_attention))
 
 
 @pytest.mark.parametrize(
@@ -97,7 +135,7 @@ def test_call_time_shortcuts_are_caught(code):
 def test_subclassing_a_reference_class_is_caught():
     sub = define("from course_lib.tokenization import SimpleTokenizer as S\nclass T(S):\n    pass", "T")
     with pytest.raises(GradingError, match="subclasses"):
-        check_definition(sub, reference=tokenization.SimpleTokenizer)
+        check_definition(sub, Graded(tokenization.SimpleTokenizer))
 
 
 def test_tokenizer_libraries_are_forbidden_for_tokenizer_exercises():
@@ -142,11 +180,13 @@ def test_a_forbidden_librarys_import_hook_is_not_a_call_of_it(tmp_path, monkeypa
 
 def test_learner_exceptions_and_loops_become_messages():
     with pytest.raises(GradingError, match=r"f\(\.\.\.\) raised KeyError: 'x'"):
-        call_answer("merge_pair", define("def f():\n    return {}['x']", "f"))
+        call_answer(Graded(tokenization.merge_pair), define("def f():\n    return {}['x']", "f"))
     with pytest.raises(GradingError, match="did not finish within 0.5 s"):
-        call_answer("merge_pair", define("def f():\n    while True:\n        pass", "f"), timeout=0.5)
+        call_answer(
+            Graded(tokenization.merge_pair), define("def f():\n    while True:\n        pass", "f"), timeout=0.5
+        )
     with pytest.raises(GradingError, match=r"f\(\.\.\.\) ran out of memory \(MemoryError\)"):
-        call_answer("merge_pair", define("def f():\n    raise MemoryError", "f"))
+        call_answer(Graded(tokenization.merge_pair), define("def f():\n    raise MemoryError", "f"))
 
 
 def test_the_guard_restores_the_previous_profiler():
@@ -182,13 +222,13 @@ def test_the_guard_restores_the_previous_profiler():
     ],
 )
 def test_the_source_check_names_shortcuts_and_reaching_into_the_grader(source, found):
-    problems = source_problems(source, attention.scaled_dot_product_attention)
+    problems = source_problems(source, Graded(attention.scaled_dot_product_attention))
     assert any(found in p for p in problems), problems
 
 
 def test_the_source_check_allows_plain_answers_and_the_lessons_ref_import():
     plain = GOOD_SDPA + "\nfrom course_lib import attention as ref\nimport math\nfrom torch import nn\n"
-    assert source_problems(plain, attention.scaled_dot_product_attention) == []
+    assert source_problems(plain, Graded(attention.scaled_dot_product_attention)) == []
     tokenizer = "import tiktoken\ndef f(text):\n    return tiktoken.get_encoding('gpt2').encode(text)"
-    assert "the `tiktoken` library" in source_problems(tokenizer, tokenization.bpe_encode)
-    assert source_problems(tokenizer, tokenization.sliding_window_pairs) == []
+    assert "the `tiktoken` library" in source_problems(tokenizer, Graded(tokenization.bpe_encode))
+    assert source_problems(tokenizer, Graded(tokenization.sliding_window_pairs)) == []

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from tests.nbtools import LESSONS, ROOT, grade_id, read, source_path
 
 README = (ROOT.parent / "README.md").read_text(encoding="utf-8")
@@ -24,11 +24,45 @@ def test_exercises_match_the_answer_cells_and_the_graders(lesson):
     answers = [grade_id(c) for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     assert [e.name for e in entry.exercises] == answers
     grader = importlib.import_module(entry.grader)
-    references = importlib.import_module(entry.references)
+    importlib.import_module(entry.references)  # what the lesson binds as `ref` is a module
     for exercise in entry.exercises:
         assert callable(getattr(grader, f"check_{exercise.name}")), exercise.name
-        for name in exercise.names:
-            assert getattr(references, name).__name__ == name
+        for name, path in exercise.paths.items():
+            module, _, attribute = path.rpartition(".")
+            assert getattr(importlib.import_module(module), attribute).__name__ == name, path
+
+
+def test_an_exercise_names_its_reference_or_gets_its_lessons():
+    lesson = manifest.Lesson(
+        "98_x",
+        "x",
+        modules=(),
+        references="course_lib.attention",
+        grader="course_lib.grading.attention",
+        exercises=(
+            manifest.Exercise("causal_mask"),
+            manifest.Exercise("pair", defines=("split_heads", "merge_heads")),
+            manifest.Exercise("top_p_filter", references=("course_lib.generate.top_p_filter",)),
+        ),
+    )
+    assert [e.paths for e in lesson.exercises] == [
+        {"causal_mask": "course_lib.attention.causal_mask"},
+        {"split_heads": "course_lib.attention.split_heads", "merge_heads": "course_lib.attention.merge_heads"},
+        {"top_p_filter": "course_lib.generate.top_p_filter"},
+    ]
+    with pytest.raises(ValueError, match="one reference per name"):
+        manifest.Exercise("pair", defines=("a", "b"), references=("course_lib.x.a",))
+
+
+def test_lesson_10_points_each_exercise_at_where_its_reference_is_defined():
+    paths = {n: p for e in manifest.lesson("10_gpt2").exercises for n, p in e.paths.items()}
+    assert paths == {
+        "gpt2_parameter_count": "course_lib.gpt2.gpt2_parameter_count",
+        "cosine_lr": "course_lib.train.cosine_lr",
+        "top_p_filter": "course_lib.generate.top_p_filter",
+        "attend_with_cache": "course_lib.gpt2.attend_with_cache",
+    }
+    assert manifest.lesson("10_gpt2").references == "course_lib.gpt2"
 
 
 @pytest.mark.parametrize("entry", manifest.LESSONS, ids=lambda e: e.id)

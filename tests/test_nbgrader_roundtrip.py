@@ -27,7 +27,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 from course_lib.workflow.selfgrade import grade_notebook

@@ -10,8 +10,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from course_lib import manifest
 from course_lib.grading.kit.notebook import NOTE
-from course_lib.workflow import manifest
 from course_lib.workflow.course import grade_id
 from course_lib.workflow.selfgrade import grade_notebook
 from tests.nbtools import LESSONS, execute, release_path

@@ -1,9 +1,11 @@
 """Trusted grading (course_lib.workflow.trusted): verdicts reached outside the notebook's kernel.
 
 The hostile answers below are what a learner who wants marks without the work would try. Each is graded the
-way nbgrader's autograde grades it (the lesson's test cells, run by `trusted.grade`), and each must earn 0 for
-its exercise while the other exercises keep their points. `test_nbgrader_roundtrip.py` runs the same defence
-through real nbgrader runs, with a hostile student graded before the others.
+way nbgrader's autograde grades it (the lesson's test cells, run by `TrustedGrader.grade`), and each must earn 0
+for its exercise while the other exercises keep their points. A hostile answer that runs into a limit is given
+limits it reaches by the resource it exhausts: a small memory limit and a generous time limit for the memory
+bombs, a short time limit only for the answers that would run for ever. `test_nbgrader_roundtrip.py` runs the
+same defence through real nbgrader runs, with a hostile student graded before the others.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import nbformat
 import pytest
 import torch
 
-from course_lib.grading.kit import codec
+from course_lib import manifest
+from course_lib.grading.kit import codec, confine, core
 from course_lib.grading.kit.codec import Handle, RemoteFailure
-from course_lib.workflow import confine, manifest, sandbox, trusted
+from course_lib.grading.kit.sandbox import Limits
+from course_lib.workflow import trusted
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -24,7 +28,20 @@ LESSON = "04_attention"
 EXERCISE = "causal_mask"
 WRONG = "import torch\n\ndef causal_mask(T, device=None):\n    return torch.ones(T, T, dtype=torch.bool).triu()\n"
 
-# (what the learner tries, answer cell, words the verdict must contain, whether the grader reports interference)
+SANDBOX_MEMORY = 2**30  # what a sandbox may allocate here, on top of the test process's memory
+# What an honest answer is graded under here: the usual 4 GiB and a time no machine, however loaded, needs.
+HONEST = Limits(time=120.0)
+# Limits for each kind of hostile answer. Generous unless a limit is what the answer is meant to run into:
+ROOMY = Limits(time=60.0, memory=SANDBOX_MEMORY, grace=30.0)
+# a loop without end reaches any time limit, so a short one costs no certainty; it still gets time to report back
+ENDLESS = Limits(time=3.0, memory=SANDBOX_MEMORY, grace=30.0)
+# a call into C that the alarm cannot stop never reports back: a short grace
+UNSTOPPABLE = Limits(time=3.0, memory=SANDBOX_MEMORY, grace=2.0)
+# a memory bomb meets a small memory limit long before a generous time limit (64 MiB per step: 4 steps)
+HOARDING = Limits(time=120.0, memory=2**28, grace=30.0)
+
+# (what the learner tries, answer cell, words the verdict must contain, whether the grader reports interference,
+#  the limits it is graded under)
 HOSTILE = [
     (
         "replace the grader's check functions in the kernel",
@@ -34,6 +51,7 @@ HOSTILE = [
         "                setattr(m, n, lambda *a, **k: None)\n",
         "reach into the grading machinery",
         True,
+        ROOMY,
     ),
     (
         "put a fake grading module into sys.modules",
@@ -41,6 +59,7 @@ HOSTILE = [
         "fake.check_causal_mask = lambda *a, **k: None\nsys.modules['course_lib.grading.attention'] = fake\n",
         "reach into the grading machinery",
         True,
+        ROOMY,
     ),
     (
         "replace torch's comparison functions",
@@ -48,6 +67,7 @@ HOSTILE = [
         "torch.Tensor.__eq__ = lambda *a, **k: True\n",
         "causal_mask(",
         False,
+        ROOMY,
     ),
     (
         "return an object that compares equal to anything",
@@ -55,6 +75,7 @@ HOSTILE = [
         "def causal_mask(T, device=None):\n    return Anything()\n",
         "causal_mask(",
         False,
+        ROOMY,
     ),
     (
         "append code to the grader's files on disk",
@@ -62,24 +83,28 @@ HOSTILE = [
         "    f.write('\\n')\n",
         "`open`",
         True,
+        ROOMY,
     ),
     (
         "switch the from-scratch watcher off, then use the reference",
         "import sys\nsys.setprofile(None)\n\ndef causal_mask(T, device=None):\n    return ref.causal_mask(T)\n",
         "`sys`",
         True,
+        ROOMY,
     ),
     (
         "reach the reference through __import__",
         "def causal_mask(T, device=None):\n    return __import__('course_lib.attention').attention.causal_mask(T)\n",
         "`__import__`",
         True,
+        ROOMY,
     ),
     (
         "call the reference through the lesson's `ref`",
         "def causal_mask(T, device=None):\n    return ref.causal_mask(T, device)\n",
         "your answer calls the course's reference",
         False,
+        ROOMY,
     ),
     (
         "use the forbidden shortcut",
@@ -87,45 +112,51 @@ HOSTILE = [
         "    return nn.Transformer.generate_square_subsequent_mask(T) == 0\n",
         "forbids",
         False,
+        ROOMY,
     ),
     (
         "replace the reference inside the sandbox with the wrong answer",
         WRONG + "ref.causal_mask = causal_mask\n",
         "causal_mask(",
         False,
+        ROOMY,
     ),
     (
         "end the process that grades it",
         "def causal_mask(T, device=None):\n    raise SystemExit(0)\n",
         "ended unexpectedly",
         False,
+        ROOMY,
     ),
     (
         "never finish defining the answer",
         "while True:\n    pass\n",
         "did not finish",
         False,
+        ENDLESS,
     ),
     (
         "hold the grader in a call into C that the alarm cannot stop",
         "sum(range(10**15))\n",
         "did not answer when stopped",
         False,
+        UNSTOPPABLE,
     ),
     (
         "allocate without bound while the answer cell runs",
         "hoard = []\nwhile True:\n    hoard.append(b'x' * 2**26)  # 64 MiB more, every page written\n",
         "running the answer cell ran out of memory (MemoryError)",
         False,
+        HOARDING,
     ),
     (
         "allocate without bound when called",
         "def causal_mask(T, device=None):\n    hoard = []\n    while True:\n        hoard.append([0] * 2**24)\n",
         "ran out of memory (MemoryError)",
         False,
+        HOARDING,
     ),
 ]
-SANDBOX_MEMORY = 2**30  # what a sandbox may allocate here, on top of the test process's memory
 
 
 def solved(lesson: str):
@@ -142,29 +173,39 @@ def _tests_of(nb, exercise: str) -> list[str]:
     return [grade_id(c) for c in nb.cells if (grade_id(c) or "").startswith(f"test_{exercise}")]
 
 
+@pytest.fixture(autouse=True)
+def _roomy_calls(monkeypatch):
+    """A check's calls of an answer get the same generous time (the kit's default is 20 s a call)."""
+    monkeypatch.setattr(core, "DEFAULT_CALL_TIMEOUT", HONEST.time)
+
+
+@pytest.fixture(scope="module")
+def grader():
+    """The trusted grader, made once, as nbgrader makes it before the first submission runs."""
+    return trusted.TrustedGrader()
+
+
 @pytest.fixture(scope="module")
 def full_verdicts():
     nb = solved(LESSON)
     return nb, None
 
 
-def test_reference_answers_pass_every_test_cell_of_every_lesson():
+def test_reference_answers_pass_every_test_cell_of_every_lesson(grader):
     from tests.nbtools import LESSONS
 
     for lesson in LESSONS:
-        grading = trusted.grade(solved(lesson), lesson)
+        grading = grader.grade(solved(lesson), lesson, limits=HONEST)
         failed = {k: v.message for k, v in grading.verdicts.items() if not v.passed}
         assert grading.verdicts and not failed, (lesson, failed)
         assert not grading.notes
 
 
-@pytest.mark.parametrize("what, code, words, reported", HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_a_hostile_answer_earns_nothing(what, code, words, reported, full_verdicts, monkeypatch):
-    monkeypatch.setattr(trusted, "DEFAULT_CALL_TIMEOUT", 3.0)  # the loop need not take the full 20 s here
-    monkeypatch.setattr(sandbox, "START_GRACE", 2.0)
+@pytest.mark.parametrize("what, code, words, reported, limits", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_hostile_answer_earns_nothing(what, code, words, reported, limits, full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, code)
-    grading = trusted.grade(nb, LESSON, only=(EXERCISE,), memory=SANDBOX_MEMORY)
+    grading = grader.grade(nb, LESSON, only=(EXERCISE,), limits=limits)
     ours = _tests_of(nb, EXERCISE)
     assert len(ours) == 2 and set(grading.verdicts) == set(ours)
     for test_id in ours:
@@ -174,49 +215,49 @@ def test_a_hostile_answer_earns_nothing(what, code, words, reported, full_verdic
     assert bool(grading.notes) == reported, (what, grading.notes)
 
 
-def test_one_hostile_answer_leaves_the_other_exercises_their_points(full_verdicts):
+def test_one_hostile_answer_leaves_the_other_exercises_their_points(full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, HOSTILE[0][1])
-    grading = trusted.grade(nb, LESSON)
+    grading = grader.grade(nb, LESSON, limits=HONEST)
     others = {k: v for k, v in grading.verdicts.items() if k not in _tests_of(nb, EXERCISE)}
     assert len(others) == 2 * (len(manifest.lesson(LESSON).exercises) - 1) and all(v.passed for v in others.values())
 
 
-def test_an_ordinary_wrong_answer_is_named_after_a_hostile_one(full_verdicts):
+def test_an_ordinary_wrong_answer_is_named_after_a_hostile_one(full_verdicts, grader):
     full, _ = full_verdicts
-    trusted.grade(with_answer(full, EXERCISE, HOSTILE[0][1]), LESSON, only=(EXERCISE,))
-    grading = trusted.grade(with_answer(full, EXERCISE, WRONG), LESSON, only=(EXERCISE,))
+    grader.grade(with_answer(full, EXERCISE, HOSTILE[0][1]), LESSON, only=(EXERCISE,), limits=HONEST)
+    grading = grader.grade(with_answer(full, EXERCISE, WRONG), LESSON, only=(EXERCISE,), limits=HONEST)
     message = grading.verdicts[f"test_{EXERCISE}"].message
     assert not grading.verdicts[f"test_{EXERCISE}"].passed
     assert "diagonal" in message or "above" in message or "below" in message, message
 
 
 @pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
-def test_a_sandbox_writes_nowhere(full_verdicts, tmp_path):
+def test_a_sandbox_writes_nowhere(full_verdicts, tmp_path, grader):
     """torch.save is no name the source check looks for; the sandbox itself refuses the write."""
     full, _ = full_verdicts
     target = tmp_path / "written_by_an_answer.pt"
     nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n" + WRONG)
-    verdict = trusted.grade(nb, LESSON, only=(EXERCISE,)).verdicts[f"test_{EXERCISE}"]
+    verdict = grader.grade(nb, LESSON, only=(EXERCISE,), limits=HONEST).verdicts[f"test_{EXERCISE}"]
     assert not verdict.passed and "Permission denied" in verdict.message, verdict.message
     assert not target.exists()
     nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n")
-    trusted.grade(nb, LESSON, only=(EXERCISE,), memory=None)  # the sandbox's limits are not the kernel's
+    grader.grade(nb, LESSON, only=(EXERCISE,), limits=Limits(time=HONEST.time, memory=None))  # not the kernel's limits
     assert not target.exists()
 
 
-def test_an_answer_that_needs_another_cell_is_told_so(full_verdicts):
+def test_an_answer_that_needs_another_cell_is_told_so(full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, EXERCISE, "def causal_mask(T, device=None):\n    return helper(T)\n")
-    message = trusted.grade(nb, LESSON).verdicts[f"test_{EXERCISE}"].message
+    message = grader.grade(nb, LESSON, limits=HONEST).verdicts[f"test_{EXERCISE}"].message
     assert "NameError" in message and "helper" in message
 
 
-def test_a_deleted_answer_cell_scores_zero(full_verdicts):
+def test_a_deleted_answer_cell_scores_zero(full_verdicts, grader):
     full, _ = full_verdicts
     nb = nbformat.from_dict(nbformat.reads(nbformat.writes(full), as_version=4))
     nb.cells = [c for c in nb.cells if grade_id(c) != EXERCISE]
-    verdict = trusted.grade(nb, LESSON).verdicts[f"test_{EXERCISE}"]
+    verdict = grader.grade(nb, LESSON, limits=HONEST).verdicts[f"test_{EXERCISE}"]
     assert not verdict.passed and "deleted" in verdict.message
 
 
@@ -286,7 +327,7 @@ def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_th
     """A check may hand an answer's module a state dict (lesson 06 loads random weights this way); comparing the
     dict before and after the call must not ask a tensor for its truth value."""
     from course_lib.grading.kit.remote import Remote
-    from course_lib.workflow.sandbox import Sandbox
+    from course_lib.grading.kit.sandbox import Sandbox
 
     source = (
         "class Box(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
@@ -296,10 +337,10 @@ def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_th
     preamble = "import torch\nfrom torch import nn\n"
     names = ("Box", "scale")
     sandbox, ready = Sandbox.start(
-        preamble=preamble, bindings={}, source=source, names=names, references=(), timeout=20
+        preamble=preamble, bindings={}, source=source, names=names, exercises=(), limits=HONEST
     )
     try:
-        box, scale = (Remote(sandbox, ready.names[name]) for name in ("Box", "scale"))
+        box, scale = (Remote(sandbox, ready.names[name], HONEST.time) for name in ("Box", "scale"))
         module = box()
         state = {"lin.weight": torch.ones(2, 2), "lin.bias": torch.zeros(2)}
         module.load_state_dict(state)
@@ -310,25 +351,34 @@ def test_dicts_of_tensors_cross_as_arguments_and_come_back_as_the_answer_left_th
         sandbox.close()
 
 
-def test_files_a_submission_changes_are_put_back(tmp_path, monkeypatch):
+def test_files_a_submission_changes_are_put_back(tmp_path):
     package = tmp_path / "course_lib"
     (package / "grading").mkdir(parents=True)
     init = package / "grading" / "__init__.py"
     init.write_text("CHECKS = 'honest'\n")
-    monkeypatch.setattr(trusted, "_snapshot", {init: init.read_bytes()})
-    monkeypatch.setattr(trusted, "_watched_dirs", [package])
-    monkeypatch.setattr(trusted, "PACKAGE_DIR", package)
-    assert trusted.restore_files() == []
+    config = tmp_path / "nbgrader_config.py"
+    config.write_text("c = get_config()\n")
+    files = trusted.CourseFiles(package, also=(config,))
+    assert files.restore() == []
     init.write_text("CHECKS = 'always pass'\n")
+    config.write_text("c = get_config()\nc.Execute.timeout = 1\n")
     (package / "grading" / "evil.py").write_text("x = 1\n")
-    changed = trusted.restore_files()
-    assert init.read_text() == "CHECKS = 'honest'\n"
+    changed = files.restore()
+    assert init.read_text() == "CHECKS = 'honest'\n" and config.read_text() == "c = get_config()\n"
     assert not (package / "grading" / "evil.py").exists()
-    assert len(changed) == 2 and any("evil.py" in c for c in changed)
+    assert len(changed) == 3 and any("evil.py" in c for c in changed)
     cache = package / "grading" / "__pycache__" / "attention.cpython-311.pyc"
     cache.parent.mkdir()
     cache.write_bytes(b"compiled by an honest kernel, or not")
-    assert trusted.restore_files() == [] and not cache.exists()  # removed, and no honest submission is flagged
+    assert files.restore() == [] and not cache.exists()  # removed, and no honest submission is flagged
+
+
+def test_a_grader_restores_the_files_it_remembered(tmp_path, grader):
+    files = trusted.CourseFiles(tmp_path)
+    (tmp_path / "added.py").write_text("x = 1\n")
+    made = trusted.TrustedGrader(files=files)
+    assert made.restore_files() == [f"{tmp_path.name}/added.py (added; removed)"]  # shown from the package's parent
+    assert grader.files.package_dir == trusted.PACKAGE_DIR
 
 
 # Lesson 04's exercises 4-6 and lesson 05's MultiHeadAttention may build on the lesson's earlier answers. While
@@ -386,12 +436,12 @@ def _verdicts(grading, nb, exercise: str) -> list[bool]:
     return [grading.verdicts[t].passed for t in _tests_of(nb, exercise)]
 
 
-def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_are_wrong(full_verdicts):
+def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_are_wrong(full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(with_answer(full, "scaled_dot_product_attention", _BROKEN_SDPA), "causal_mask", _BROKEN_MASK)
     for name, code in _COMPOSED.items():
         nb = with_answer(nb, name, code)
-    grading = trusted.grade(nb, LESSON)
+    grading = grader.grade(nb, LESSON, limits=HONEST)
     assert _verdicts(grading, nb, "scaled_dot_product_attention") == [False, False]
     assert _verdicts(grading, nb, "causal_mask") == [False, False]
     for name in _COMPOSED:
@@ -417,10 +467,10 @@ def test_composed_answers_earn_full_marks_even_when_the_answers_they_build_on_ar
     ],
     ids=["calls-its-own-reference", "subclasses-its-own-reference"],
 )
-def test_building_on_the_same_exercises_reference_still_earns_nothing(name, code, full_verdicts):
+def test_building_on_the_same_exercises_reference_still_earns_nothing(name, code, full_verdicts, grader):
     full, _ = full_verdicts
     nb = with_answer(full, name, code)
-    grading = trusted.grade(nb, LESSON, only=(name,))
+    grading = grader.grade(nb, LESSON, only=(name,), limits=HONEST)
     for test_id in _tests_of(nb, name):
         assert not grading.verdicts[test_id].passed
         assert "course's reference" in grading.verdicts[test_id].message
@@ -457,46 +507,57 @@ _BROKEN_SPLIT = (
     [("split_heads", "merge_heads"), ("ref.split_heads", "ref.merge_heads")],
     ids=["its-own-exercise-1", "the-reference-helpers"],
 )
-def test_lesson_05_multihead_may_use_the_helpers_the_lesson_allows(helpers):
+def test_lesson_05_multihead_may_use_the_helpers_the_lesson_allows(helpers, grader):
     lesson = "05_multi_head_attention"
     code = _LESSON_04 + _MHA.replace("SPLIT", helpers[0]).replace("MERGE", helpers[1])
     nb = with_answer(with_answer(solved(lesson), "split_merge_heads", _BROKEN_SPLIT), "MultiHeadAttention", code)
-    grading = trusted.grade(nb, lesson, only=("split_merge_heads", "MultiHeadAttention"))
+    grading = grader.grade(nb, lesson, only=("split_merge_heads", "MultiHeadAttention"), limits=HONEST)
     assert _verdicts(grading, nb, "split_merge_heads") == [False, False]
     tests = _tests_of(nb, "MultiHeadAttention")
     assert all(grading.verdicts[t].passed for t in tests), {t: grading.verdicts[t].message for t in tests}
 
 
-def test_lesson_05_multihead_built_on_the_reference_module_earns_nothing():
+def test_lesson_05_multihead_built_on_the_reference_module_earns_nothing(grader):
     lesson = "05_multi_head_attention"
     code = "class MultiHeadAttention(ref.MultiHeadAttention):\n    pass\n"
     nb = with_answer(solved(lesson), "MultiHeadAttention", code)
-    grading = trusted.grade(nb, lesson, only=("MultiHeadAttention",))
+    grading = grader.grade(nb, lesson, only=("MultiHeadAttention",), limits=HONEST)
     assert not any(v.passed for v in grading.verdicts.values())
 
 
 def test_a_check_can_build_only_the_graders_objects_in_the_sandbox():
-    """`remote.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
+    """`core.make` builds what a check hands an answer (lesson 04's model and optimizer) inside the sandbox, and
     only from a function of course_lib.grading: anything else is refused there."""
     from course_lib.grading import attention_training
     from course_lib.grading.kit import remote
     from course_lib.grading.kit.remote import Remote
-    from course_lib.workflow.sandbox import Sandbox
+    from course_lib.grading.kit.sandbox import Sandbox
 
+    source = "def f(x):\n    return x\n"
     sandbox, ready = Sandbox.start(
-        preamble="import torch\n", bindings={}, source="def f(x):\n    return x\n", names=("f",), references=(),
-        timeout=20,
-    )  # fmt: skip
+        preamble="import torch\n", bindings={}, source=source, names=("f",), exercises=(), limits=HONEST
+    )
     try:
-        answer = Remote(sandbox, ready.names["f"])
-        model, optimizer = remote.make(answer, attention_training.training_problem, 2, 3, 5, 0)
-        assert remote.is_remote(model) and remote.type_name(model) == "ToyAttentionModel"
-        assert remote.type_name(optimizer) == "SGD"
+        answer = Remote(sandbox, ready.names["f"], HONEST.time)
+        model, optimizer = core.make(answer, attention_training.training_problem, 2, 3, 5, 0)
+        assert remote.is_remote(model) and core.type_name(model) == "ToyAttentionModel"
+        assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)
+        assert core.type_name(optimizer) == "SGD"
         here, _ = attention_training.training_problem(2, 3, 5, 0)
         there = model.state_dict()
         assert there.keys() == here.state_dict().keys()
         assert all(torch.equal(there[k], v) for k, v in here.state_dict().items())
         with pytest.raises(LookupError, match="not a function of the course's graders"):
-            remote.make(answer, torch.zeros, 3)
+            core.make(answer, torch.zeros, 3)
     finally:
         sandbox.close()
+
+
+def test_the_kits_dispatch_acts_here_on_an_answer_that_lives_here():
+    from course_lib.grading import attention_training
+
+    state = torch.get_rng_state()
+    model, optimizer = core.make(lambda: None, attention_training.training_problem, 2, 3, 5, 0)
+    assert torch.equal(torch.get_rng_state(), state)  # built with the grader's random state, which it leaves as it was
+    assert core.type_name(model) == "ToyAttentionModel" and core.type_name(optimizer) == "SGD"
+    assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)

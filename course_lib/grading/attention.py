@@ -1,4 +1,5 @@
-"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise of COURSE_SPEC §6, and `train_step`).
+"""Graders of lesson 04 — Attention (one `check_<exercise>` per exercise, and `train_step`;
+docs/ARCHITECTURE.md, Exercise contract).
 
 This module grades the functions (`simple_self_attention`, `scaled_dot_product_attention`, `causal_mask`); the
 modules (`SelfAttention`, `CausalSelfAttention`, `CrossAttention`) are graded in
@@ -92,7 +93,7 @@ _SIMPLE_CASES: list = ["journey", (4, 5, 1), (3, 2, 2), (1, 3, 3)]
 def check_simple_self_attention(answer: Any, cases: list | None = None) -> Passed:
     """Check `simple_self_attention(x)`. A case is "journey" (the lesson's 6x3 example) or `(T, C, seed)`."""
     name = Graded(ref.simple_self_attention)
-    check_definition(answer, reference=ref.simple_self_attention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _SIMPLE_CASES)
     for tag, case in run:
         if case == "journey":
@@ -165,7 +166,7 @@ def check_scaled_dot_product_attention(answer: Any, cases: list | None = None) -
     and a mask of kind None, "causal", "padding" or "random" (see `make_mask`).
     """
     name = Graded(ref.scaled_dot_product_attention)
-    check_definition(answer, reference=ref.scaled_dot_product_attention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _SDPA_CASES)
     for tag, (lead, Tq, Tk, dk, dv, kind, seed) in run:
         lead = tuple(lead)
@@ -244,7 +245,7 @@ _CAUSAL_CASES: list = [4, 6, 1]
 def check_causal_mask(answer: Any, cases: list | None = None) -> Passed:
     """Check `causal_mask(T, device=None)`. A case is a length T; the first is also called with device="cpu"."""
     name = Graded(ref.causal_mask)
-    check_definition(answer, reference=ref.causal_mask)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CAUSAL_CASES)
     for i, (tag, T) in enumerate(run):
         _causal_case(name, answer, int(T), with_device=i == 0, tag=tag)

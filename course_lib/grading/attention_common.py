@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import GradingError, Passed, catching, expect_type
 from course_lib.grading.kit.diagnose import Variant, find_mistake
 
@@ -71,10 +71,10 @@ def build_module(exercise: str, cls: Any, *args: Any, what: str, seed: int = 0, 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         module = call_without_grad(exercise, cls, *args, what=what, **kwargs)
-    if not remote.is_instance(module, nn.Module):
+    if not core.is_instance(module, nn.Module):
         raise GradingError(
             exercise,
-            f"{what} gave a {remote.type_name(module)}, not an nn.Module. Define `class {exercise}(nn.Module)`.",
+            f"{what} gave a {core.type_name(module)}, not an nn.Module. Define `class {exercise}(nn.Module)`.",
         )
     return module.train(False)
 
@@ -123,10 +123,10 @@ def expect_linears(
                 f"{what} has no attribute `{attr}`. The contract names the layers: "
                 f"{', '.join(f'self.{a} = nn.Linear(...)' for a in shapes)}.",
             )
-        if not remote.is_instance(layer, nn.Linear):
+        if not core.is_instance(layer, nn.Linear):
             raise GradingError(
                 exercise,
-                f"`{attr}` is a {remote.type_name(layer)}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
+                f"`{attr}` is a {core.type_name(layer)}, not an nn.Linear. Use nn.Linear({n_in}, {n_out}, "
                 "bias=...), so that its weights can be compared with the reference.",
             )
         if (layer.in_features, layer.out_features) != (n_in, n_out):

@@ -34,7 +34,7 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
 from course_lib.grading.kit.guard import check_definition
@@ -56,7 +56,7 @@ _SELF_CASES: list = [(2, 5, 4, 6, False, 0), (1, 3, 3, 2, True, 1), (3, 4, 8, 8,
 def check_SelfAttention(answer: Any, cases: list | None = None) -> Passed:
     """Check `SelfAttention(d_in, d_out, qkv_bias=False)`. A case is `(B, T, d_in, d_out, qkv_bias, seed)`."""
     name = Graded(ref.SelfAttention)
-    check_definition(answer, reference=ref.SelfAttention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _SELF_CASES)
     for tag, (B, T, d_in, d_out, bias, seed) in run:
         what = call_label(name, f"{d_in}, {d_out}, qkv_bias={bias}", tag)
@@ -128,7 +128,7 @@ def check_CausalSelfAttention(answer: Any, cases: list | None = None) -> Passed:
     checks the state dict, the ValueError for T > context_length and dropout on the attention weights.
     """
     name = Graded(ref.CausalSelfAttention)
-    check_definition(answer, reference=ref.CausalSelfAttention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CAUSAL_SELF_CASES)
     for tag, (B, T, d_in, d_out, context_length, bias, seed) in run:
         what = call_label(name, f"{d_in}, {d_out}, context_length={context_length}, qkv_bias={bias}", tag)
@@ -288,7 +288,7 @@ def check_CrossAttention(answer: Any, cases: list | None = None) -> Passed:
     (d_model); mask_kind None, "padding" (B, 1, Tk) or "random" (B, Tq, Tk).
     """
     name = Graded(ref.CrossAttention)
-    check_definition(answer, reference=ref.CrossAttention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CROSS_CASES)
     for tag, (B, Tq, Tk, d_model, d_memory, kind, bias, seed) in run:
         _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, tag)
@@ -303,10 +303,7 @@ def _cross_case(name, answer, B, Tq, Tk, d_model, d_memory, kind, bias, seed, ta
     else:
         what = call_label(name, f"{d_model}, d_memory={d_memory}, qkv_bias={bias}", tag)
         module = build_module(name, answer, d_model, d_memory, what=what, seed=seed, qkv_bias=bias)
-    if (
-        remote.is_instance(getattr(module, "W_query", None), nn.Linear)
-        and module.W_query.in_features == d_mem != d_model
-    ):
+    if core.is_instance(getattr(module, "W_query", None), nn.Linear) and module.W_query.in_features == d_mem != d_model:
         raise GradingError(
             name,
             f"{what}: W_query reads d_memory features, so queries would come from the memory. "

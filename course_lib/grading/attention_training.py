@@ -1,7 +1,7 @@
 """Grader of lesson 04's training exercise, `train_step` (re-exported by `course_lib.grading.attention`).
 
 The check hands the answer a small model of the lesson's toy kind (`course_lib.attention_toys`) and a plain SGD
-optimizer, built by `training_problem` where the answer lives (in its sandbox when graded: `remote.make`), and
+optimizer, built by `training_problem` where the answer lives (in its sandbox when graded: `core.make`), and
 calls the answer twice on two batches. The model arrives with the gradients of an earlier backward() still in
 `.grad`, as a model does in the middle of a training loop. After each call the check compares the returned loss
 and the model's new weights with one step of the reference on an identical model, built here. On a mismatch it
@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from course_lib import attention as ref
 from course_lib.attention_toys import ToyTask, build_toy
 from course_lib.grading.attention_common import keeps_rng
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, tagged_cases
 from course_lib.grading.kit.guard import check_definition
 
@@ -165,10 +165,10 @@ def check_train_step(answer: Any, cases: list | None = None) -> Passed:
     """Check `train_step(model, optimizer, inputs, targets) -> float`. A case is `(B, T, V, seed)`: two calls on
     two batches, with a model and an SGD optimizer from `training_problem(B, T, V, seed)`."""
     name = Graded(ref.train_step)
-    check_definition(answer, reference=ref.train_step)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CASES)
     for tag, (B, T, V, seed) in run:
-        model, optimizer = remote.make(answer, training_problem, B, T, V, seed)
+        model, optimizer = core.make(answer, training_problem, B, T, V, seed)
         mine, my_optimizer = training_problem(B, T, V, seed)
         for call in (1, 2):
             inputs, targets = _batch(B, T, V, seed + 100 * call)

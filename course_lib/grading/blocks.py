@@ -101,7 +101,7 @@ def _layer_norm_mistakes(x: Tensor, weight: Tensor, bias: Tensor, eps: float) ->
 def check_layer_norm(answer: Any, cases: list | None = None) -> Passed:
     """Check `layer_norm(x, weight, bias, eps=1e-5)`; a case is `(shape, eps, scale, seed)`."""
     name = Graded(ref.layer_norm)
-    check_definition(answer, reference=ref.layer_norm)
+    check_definition(answer, name)
     run = tagged_cases(cases, _LN_CASES)
     for tag, (shape, eps, scale, seed) in run:
         C = shape[-1]
@@ -185,7 +185,7 @@ def check_FeedForward(answer: Any, cases: list | None = None) -> Passed:
     Each case checks the state dict and the output; every run also checks the dropout in training mode.
     """
     name = Graded(ref.FeedForward)
-    check_definition(answer, reference=ref.FeedForward)
+    check_definition(answer, name)
     run = tagged_cases(cases, _FF_CASES)
     for tag, (B, T, d_model, d_hidden, seed) in run:
         what = call_label(name, f"{d_model}, {d_hidden}", tag)

@@ -30,7 +30,7 @@ from course_lib.grading.attention_common import (
     name_mistake,
     same_values,
 )
-from course_lib.grading.kit import core, remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_close, tagged_cases
 from course_lib.grading.kit.diagnose import Variant
 from course_lib.grading.kit.guard import check_definition
@@ -88,8 +88,8 @@ def _expect_norms(name: str, module: Any, attrs: tuple[str, ...], what: str) -> 
             raise GradingError(
                 name, f"{what} has no attribute `{attr}`: the contract names the norms {attrs}."
             ) from None
-        if not remote.is_instance(norm, nn.LayerNorm):
-            kind = remote.type_name(norm)
+        if not core.is_instance(norm, nn.LayerNorm):
+            kind = core.type_name(norm)
             raise GradingError(name, f"{what}: `{attr}` is a {kind}, not an nn.LayerNorm(d_model) (eps 1e-5).")
         if abs(float(norm.eps) - 1e-5) > 1e-12:
             raise GradingError(name, f"{what}: `{attr}` has eps={norm.eps}; the contract uses nn.LayerNorm's 1e-5.")
@@ -133,7 +133,7 @@ def check_TransformerBlock(answer: Any, cases: list | None = None) -> Passed:
     "random". Each case checks the submodules, the state dict and the output; every run also checks dropout.
     """
     name = Graded(ref.TransformerBlock)
-    check_definition(answer, reference=ref.TransformerBlock)
+    check_definition(answer, name)
     run = tagged_cases(cases, _BLOCK_CASES)
     for tag, (B, T, d_model, n_heads, d_hidden, causal, kind, seed) in run:
         what = call_label(name, f"{d_model}, {n_heads}, d_hidden={d_hidden}, causal={causal}", tag)
@@ -266,7 +266,7 @@ def check_EncoderLayer(answer: Any, cases: list | None = None) -> Passed:
     padding mask (True at real tokens) is passed. Every run also checks dropout on the attention output.
     """
     name = Graded(ref.EncoderLayer)
-    check_definition(answer, reference=ref.EncoderLayer)
+    check_definition(answer, name)
     run = tagged_cases(cases, _ENCODER_CASES)
     for tag, (B, S, d_model, n_heads, d_hidden, activation, norm_first, padded, seed) in run:
         options = dict(d_hidden=d_hidden, activation=activation, norm_first=norm_first)

@@ -99,7 +99,7 @@ def check_build_char_vocab(answer: Any, cases: list | None = None) -> Passed:
     A case is a text. `itos` may be a dict {id: character} or a list indexed by id.
     """
     name = Graded(ref.build_char_vocab)
-    check_definition(answer, reference=ref.build_char_vocab)
+    check_definition(answer, name)
     run = tagged_cases(cases, _VOCAB_CASES)
     for tag, text in run:
         expected = ref.build_char_vocab(text)
@@ -225,7 +225,7 @@ def check_get_batch(answer: Any, cases: list | None = None) -> Passed:
     A case is `(N, block_size, batch_size, seed)`: N distinct ids, and a generator seeded with `seed`.
     """
     name = Graded(ref.get_batch)
-    check_definition(answer, reference=ref.get_batch)
+    check_definition(answer, name)
     run = tagged_cases(cases, _BATCH_CASES)
     for tag, (N, T, B, seed) in run:
         data = torch.randperm(N, generator=core.generator(seed + 100)) + 3  # distinct ids: windows are readable

@@ -90,7 +90,7 @@ def check_BigramLanguageModel(answer: Any, cases: list | None = None) -> Passed:
     """Check `BigramLanguageModel(vocab_size)`: its table, forward(idx, targets) -> (logits (B, T, V), mean
     cross-entropy) and forward(idx) -> (logits, None). A case is `(vocab_size, B, T, seed)`."""
     name = Graded(ref.BigramLanguageModel)
-    check_definition(answer, reference=ref.BigramLanguageModel)
+    check_definition(answer, name)
     run = tagged_cases(cases, _BIGRAM_CASES)
     for tag, (V, B, T, seed) in run:
         what = call_label(name, str(V), tag)
@@ -228,7 +228,7 @@ def check_sample_next_token(answer: Any, cases: list | None = None) -> Passed:
     """Check `sample_next_token(logits, temperature, top_k, generator) -> (B, 1)` draw for draw, and that a
     temperature of 0 or below is a ValueError. A case is `(B, V, temperature, top_k, seed)`."""
     name = Graded(ref.sample_next_token)
-    check_definition(answer, reference=ref.sample_next_token)
+    check_definition(answer, name)
     run = tagged_cases(cases, _SAMPLE_CASES)
     for tag, (B, V, temperature, top_k, seed) in run:
         logits = core.random_tensor(B, V, seed=seed + 100)  # (B, V), fairly flat: every token has a chance

@@ -1,4 +1,5 @@
-"""Graders of lesson 02 — Embeddings (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 02 — Embeddings (one `check_<exercise>` per exercise; docs/ARCHITECTURE.md,
+Exercise contract).
 
 Every check follows the same recipe: `check_definition` first (the from-scratch guard); then, for each case,
 seeded random inputs, the expected value from the reference in `course_lib.embeddings` computed *outside* the
@@ -75,7 +76,7 @@ def check_one_hot_embed(answer: Any, cases: list | None = None) -> Passed:
     `weight` is a seeded random (V, C) matrix.
     """
     name = Graded(ref.one_hot_embed)
-    check_definition(answer, reference=ref.one_hot_embed)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _ONE_HOT_CASES)
     for tag, (ids_spec, V, C, seed) in chosen:
         if isinstance(ids_spec, list):
@@ -145,7 +146,7 @@ def check_cosine_similarity(answer: Any, cases: list | None = None) -> Passed:
     A case is `(a_shape, b_shape, seed)`; both end in the same C, the other dimensions broadcast.
     """
     name = Graded(ref.cosine_similarity)
-    check_definition(answer, reference=ref.cosine_similarity)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _COSINE_CASES)
     for tag, (a_shape, b_shape, seed) in chosen:
         a = random_tensor(*a_shape, seed=seed)
@@ -236,7 +237,7 @@ def check_most_similar(answer: Any, cases: list | None = None) -> Passed:
     or the row used as the query) or `("explicit", query, matrix, k)` with nested lists.
     """
     name = Graded(ref.most_similar)
-    check_definition(answer, reference=ref.most_similar)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _SIMILAR_CASES)
     for tag, case in chosen:
         query, matrix, k, query_row = _similar_inputs(case)

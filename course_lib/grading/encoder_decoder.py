@@ -107,7 +107,7 @@ def check_shift_right(answer: Any, cases: list | None = None) -> Passed:
     A case is `(B, T, bos_id, seed)`.
     """
     name = Graded(ref.shift_right)
-    check_definition(answer, reference=ref.shift_right)
+    check_definition(answer, name)
     run = tagged_cases(cases, _SHIFT_CASES)
     for tag, (B, T, bos_id, seed) in run:
         labels = _labels(B, T, pad_id=0, eos_id=2, seed=seed)
@@ -198,7 +198,7 @@ def check_masked_cross_entropy(answer: Any, cases: list | None = None) -> Passed
     A case is `(B, T, V, pad_id, seed)`; the targets have padding at the end of some rows.
     """
     name = Graded(ref.masked_cross_entropy)
-    check_definition(answer, reference=ref.masked_cross_entropy)
+    check_definition(answer, name)
     run = tagged_cases(cases, _LOSS_CASES)
     for tag, (B, T, V, pad_id, seed) in run:
         logits = core.random_tensor(B, T, V, seed=seed, scale=2.0)  # (B, T, V)
@@ -323,7 +323,7 @@ def check_greedy_step(answer: Any, cases: list | None = None) -> Passed:
     new token is <eos>" appears.
     """
     name = Graded(ref.greedy_step)
-    check_definition(answer, reference=ref.greedy_step)
+    check_definition(answer, name)
     run = tagged_cases(cases, _STEP_CASES)
     for tag, case in run:
         _step_case(name, answer, *case, tag)

@@ -1,10 +1,11 @@
 """Graders of lesson 10 — GPT-2 (`gpt2_parameter_count`, `cosine_lr`, `top_p_filter`, `attend_with_cache`).
 
 The counting and schedule exercises are checked here; the generation exercises (top-p, the KV cache) in
-`course_lib.grading.gpt2_generation`, re-exported, so every test cell imports from this module. The references
-are those the lesson binds as `ref` (`course_lib.gpt2_exercises`, which re-exports gpt2's, generate's and
-train's objects). The recipe is the course's: the from-scratch guard first, expected values from the reference
-computed outside the learner's call, and on a mismatch each known mistake recomputed and named when it matches.
+`course_lib.grading.gpt2_generation`, re-exported, so every test cell imports from this module. Each reference
+is taken from where it is defined, as the manifest names it: `course_lib.gpt2` (the lesson's `ref`) for the
+count and the KV cache, `course_lib.train` for the schedule, `course_lib.generate` for top-p. The recipe is the
+course's: the from-scratch guard first, expected values from the reference computed outside the learner's call,
+and on a mismatch each known mistake recomputed and named when it matches.
 
 `gpt2_parameter_count` is a formula, so each mistake is the formula with one piece changed: the tied head
 counted twice, biases, LayerNorms, the final LayerNorm or the position table left out, a narrow feed-forward
@@ -22,7 +23,8 @@ from typing import Any
 
 from torch import Tensor
 
-from course_lib import gpt2_exercises as ref
+from course_lib import gpt2 as ref
+from course_lib import train as training
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
 from course_lib.grading.gpt2_generation import check_attend_with_cache, check_top_p_filter
 from course_lib.grading.kit import core
@@ -115,7 +117,7 @@ def check_gpt2_parameter_count(answer: Any, cases: list | None = None) -> Passed
     A case is `(n_layers, n_heads, d_model, vocab_size, context_length, tied)`; tied None calls without it.
     """
     name = Graded(ref.gpt2_parameter_count)
-    check_definition(answer, reference=ref.gpt2_parameter_count)
+    check_definition(answer, name)
     run = tagged_cases(cases, _COUNT_CASES)
     for tag, case in run:
         L, H, C, V, Tctx, tied = case
@@ -232,12 +234,12 @@ def check_cosine_lr(answer: Any, cases: list | None = None) -> Passed:
     """Check `cosine_lr(step, max_lr, min_lr, warmup_steps, max_steps) -> float` at every step of short
     schedules (and the telling steps of long ones), past max_steps included, and the ValueError when
     warmup_steps >= max_steps. A case is `(max_lr, min_lr, warmup_steps, max_steps)`."""
-    name = Graded(ref.cosine_lr)
-    check_definition(answer, reference=ref.cosine_lr)
+    name = Graded(training.cosine_lr)
+    check_definition(answer, name)
     run = tagged_cases(cases, _LR_CASES)
     for tag, (hi, lo, w, n) in run:
         steps = _steps(w, n)
-        expected = [ref.cosine_lr(s, hi, lo, w, n) for s in steps]
+        expected = [training.cosine_lr(s, hi, lo, w, n) for s in steps]
         got = []
         for s in steps:
             what = call_label(name, f"{s}, {hi}, {lo}, {w}, {n}", tag)

@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from course_lib import gpt2_exercises as ref
+from course_lib import generate as generation
+from course_lib import gpt2 as ref
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import (
@@ -169,12 +170,12 @@ def _same_filtered(got: Any, expected: Tensor) -> bool:
 @keeps_rng
 def check_top_p_filter(answer: Any, cases: list | None = None) -> Passed:
     """Check `top_p_filter(logits (..., V), p) -> (..., V)` token by token. A case is `(shape, p, scale, seed)`."""
-    name = Graded(ref.top_p_filter)
-    check_definition(answer, reference=ref.top_p_filter)
+    name = Graded(generation.top_p_filter)
+    check_definition(answer, name)
     run = tagged_cases(cases, _TOP_P_CASES)
     for tag, (shape, p, scale, seed) in run:
         logits = top_p_logits(tuple(shape), scale, seed)
-        expected = ref.top_p_filter(logits, p)
+        expected = generation.top_p_filter(logits, p)
         what = call_label(name, f"logits of shape {tuple(shape)}, p={p}", tag)
         given = logits.clone()
         got = call_without_grad(name, answer, given, p, what=what)
@@ -325,7 +326,7 @@ def check_attend_with_cache(answer: Any, cases: list | None = None) -> Passed:
     """Check `attend_with_cache(q, k, v, k_cache, v_cache) -> (out, keys, values)`: the cache grown along the
     positions and the output of the new queries over all keys. A case is `(B, H, P, T, D, seed)`."""
     name = Graded(ref.attend_with_cache)
-    check_definition(answer, reference=ref.attend_with_cache)
+    check_definition(answer, name)
     run = tagged_cases(cases, _CACHE_CASES)
     for tag, (B, H, P, T, D, seed) in run:
         x = cache_inputs(B, H, P, T, D, seed)

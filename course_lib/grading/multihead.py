@@ -73,7 +73,7 @@ def check_MultiHeadAttention(answer: Any, cases: list | None = None) -> Passed:
     dropout (the returned weights are the ones that multiply V).
     """
     name = Graded(ref.MultiHeadAttention)
-    check_definition(answer, reference=ref.MultiHeadAttention)
+    check_definition(answer, name)
     run = tagged_cases(cases, _MHA_CASES)
     for tag, (B, T, d_model, n_heads, causal, kind, bias, seed) in run:
         _mha_case(name, answer, B, T, d_model, n_heads, causal, kind, bias, seed, tag)
@@ -297,7 +297,7 @@ def check_multihead_parameter_count(answer: Any, cases: list | None = None) -> P
     """Check `multihead_parameter_count(d_model, qkv_bias=True, out_bias=True)`; a case is
     `(d_model, qkv_bias, out_bias)`."""
     name = Graded(ref.multihead_parameter_count)
-    check_definition(answer, reference=ref.multihead_parameter_count)
+    check_definition(answer, name)
     run = tagged_cases(cases, _COUNT_CASES)
     for tag, (d, qkv_bias, out_bias) in run:
         expected = ref.multihead_parameter_count(d, qkv_bias=qkv_bias, out_bias=out_bias)

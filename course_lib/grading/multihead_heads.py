@@ -47,8 +47,8 @@ def check_split_merge_heads(split_heads: Any, merge_heads: Any, cases: list | No
 
     A case is `(B, T, H, D, seed)`. Messages are tagged with the function they are about.
     """
-    check_definition(split_heads, reference=ref.split_heads)
-    check_definition(merge_heads, reference=ref.merge_heads)
+    check_definition(split_heads, Graded(ref.split_heads))
+    check_definition(merge_heads, Graded(ref.merge_heads))
     run = tagged_cases(cases, _SPLIT_CASES)
     for tag, (B, T, H, D, seed) in run:
         x = core.random_tensor(B, T, H * D, seed=seed)

@@ -1,4 +1,5 @@
-"""Graders of lesson 03 — Position (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 03 — Position (one `check_<exercise>` per exercise; docs/ARCHITECTURE.md,
+Exercise contract).
 
 The recipe is lesson 02's (see `course_lib.grading.embeddings`): the guard first, seeded inputs, expected
 values from `course_lib.position` computed outside the learner's call, and on a mismatch each known wrong
@@ -20,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import position as ref
-from course_lib.grading.kit import remote
+from course_lib.grading.kit import core
 from course_lib.grading.kit.core import (
     Graded,
     GradingError,
@@ -138,7 +139,7 @@ def check_sinusoidal_position_encoding(answer: Any, cases: list | None = None) -
     an odd d_model raises ValueError.
     """
     name = Graded(ref.sinusoidal_position_encoding)
-    check_definition(answer, reference=ref.sinusoidal_position_encoding)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _SINUSOID_CASES)
     for tag, case in chosen:
         max_len, d_model = case[:2]
@@ -196,7 +197,7 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
     A case is `(d_model, max_len, x_shape, seed)` with x_shape = (..., T, d_model) and T <= max_len.
     """
     name = Graded(ref.PositionEncoding)
-    check_definition(answer, reference=ref.PositionEncoding)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _MODULE_CASES)
     for tag, (d_model, max_len, x_shape, seed) in chosen:
         label = call_label(name, f"{d_model}, {max_len}", tag)  # how the module is named in messages
@@ -210,10 +211,10 @@ def check_PositionEncoding(answer: Any, cases: list | None = None) -> Passed:
 
 def _build_module(name: str, answer: Any, d_model: int, max_len: int, label: str) -> nn.Module:
     module = call_answer(name, answer, d_model, max_len, what=label)
-    if not remote.is_instance(module, nn.Module):
+    if not core.is_instance(module, nn.Module):
         raise GradingError(
             name,
-            f"{label} made a {remote.type_name(module)}, not a torch.nn.Module: write `class "
+            f"{label} made a {core.type_name(module)}, not a torch.nn.Module: write `class "
             "PositionEncoding(nn.Module)` and call super().__init__() first in __init__.",
         )
     return module
@@ -337,7 +338,7 @@ def check_apply_rope(answer: Any, cases: list | None = None) -> Passed:
     A case is `(x_shape, seed)` or `(x_shape, seed, base)`, x_shape = (..., T, D) with D even.
     """
     name = Graded(ref.apply_rope)
-    check_definition(answer, reference=ref.apply_rope)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _ROPE_CASES)
     for tag, case in chosen:
         x = random_tensor(*case[0], seed=case[1])

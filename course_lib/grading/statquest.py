@@ -90,7 +90,7 @@ def check_statquest_dataset(answer: Any, cases: list | None = None) -> Passed:
     A case is "values" (compare with the contract) or "fresh" (each call returns new tensors).
     """
     name = Graded(ref.statquest_dataset)
-    check_definition(answer, reference=ref.statquest_dataset)
+    check_definition(answer, name)
     run = tagged_cases(cases, _DATASET_CASES)
     expected = ref.statquest_dataset()
     for tag, kind in run:
@@ -250,7 +250,7 @@ def check_decoder_only_forward(answer: Any, cases: list | None = None) -> Passed
     A case is `(B, T, V, C, max_len, seed)`.
     """
     name = Graded(ref.decoder_only_forward)
-    check_definition(answer, reference=ref.decoder_only_forward)
+    check_definition(answer, name)
     run = tagged_cases(cases, _FORWARD_CASES)
     for tag, (B, T, V, C, max_len, seed) in run:
         params = model_params(V, C, max_len, seed)

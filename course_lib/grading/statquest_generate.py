@@ -115,7 +115,7 @@ def check_greedy_generate(answer: Any, cases: list | None = None) -> Passed:
     A case is `(V, C, max_len, prompt_len, max_new_tokens, stop_at, seed)`.
     """
     name = Graded(ref.greedy_generate)
-    check_definition(answer, reference=ref.greedy_generate)
+    check_definition(answer, name)
     run = tagged_cases(cases, _GENERATE_CASES)
     for tag, case in run:
         params, prompt, eos_id, budget = generation_case(case)

@@ -1,4 +1,5 @@
-"""Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise of COURSE_SPEC §6).
+"""Graders of lesson 01 — From text to token ids (one `check_<exercise>` per exercise;
+docs/ARCHITECTURE.md, Exercise contract).
 
 This module grades the word tokenizer (`SimpleTokenizer`) and the training windows (`sliding_window_pairs`);
 the byte-pair encoding exercises are graded in `course_lib.grading.tokenization_bpe` (training) and
@@ -86,7 +87,7 @@ def check_SimpleTokenizer(answer: Any, cases: list | None = None) -> Passed:
     vocabulary `course_lib.tokenization.build_vocab` builds. `text` is encoded; the expected ids are decoded.
     """
     name = Graded(ref.SimpleTokenizer)
-    check_definition(answer, reference=ref.SimpleTokenizer)
+    check_definition(answer, name)
     checks = 0
     for tag, (source, text) in tagged_cases(cases, _TOKENIZER_CASES):
         vocab = dict(source) if isinstance(source, dict) else ref.build_vocab(source)
@@ -177,7 +178,7 @@ def check_sliding_window_pairs(answer: Any, cases: list | None = None) -> Passed
     A case is `(token_ids, context_length, stride)` with `len(token_ids) > context_length`.
     """
     name = Graded(ref.sliding_window_pairs)
-    check_definition(answer, reference=ref.sliding_window_pairs)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _WINDOW_CASES)
     for tag, (ids, length, stride) in tagged:
         _window_case(name, answer, [int(i) for i in ids], length, stride, tag)

@@ -71,7 +71,7 @@ def _pairs_non_overlapping(ids: list[int]) -> dict[tuple[int, int], int]:
 def check_get_pair_counts(answer: Any, cases: list | None = None) -> Passed:
     """Check `get_pair_counts(ids)`. A case is a list of ints."""
     name = Graded(ref.get_pair_counts)
-    check_definition(answer, reference=ref.get_pair_counts)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _PAIR_COUNT_CASES)
     for tag, ids in tagged:
         _pair_counts_case(name, answer, [int(i) for i in ids], tag)
@@ -162,7 +162,7 @@ def _merge_first_only(ids: list[int], pair: tuple[int, int], new_id: int) -> lis
 def check_merge_pair(answer: Any, cases: list | None = None) -> Passed:
     """Check `merge_pair(ids, pair, new_id)`. A case is `(ids, pair, new_id)`."""
     name = Graded(ref.merge_pair)
-    check_definition(answer, reference=ref.merge_pair)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _MERGE_CASES)
     for tag, (ids, pair, new_id) in tagged:
         _merge_case(name, answer, [int(i) for i in ids], tuple(pair), new_id, tag)
@@ -236,7 +236,7 @@ def check_train_bpe(answer: Any, cases: list | None = None) -> Passed:
     A case is `(text, vocab_size)`; with a vocab_size below 256 a ValueError is expected.
     """
     name = Graded(ref.train_bpe)
-    check_definition(answer, reference=ref.train_bpe)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _TRAIN_CASES)
     for tag, (text, vocab_size) in tagged:
         _train_case(name, answer, text, vocab_size, tag)

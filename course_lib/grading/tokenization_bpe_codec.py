@@ -82,7 +82,7 @@ def check_bpe_encode(answer: Any, cases: list | None = None) -> Passed:
     which the reference `train_bpe` turns into one.
     """
     name = Graded(ref.bpe_encode)
-    check_definition(answer, reference=ref.bpe_encode)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _ENCODE_CASES)
     for tag, (text, spec) in tagged:
         _encode_case(name, answer, text, _merges_of(spec), tag)
@@ -136,7 +136,7 @@ def check_bpe_decode(answer: Any, cases: list | None = None) -> Passed:
     which the reference `train_bpe` turns into one.
     """
     name = Graded(ref.bpe_decode)
-    check_definition(answer, reference=ref.bpe_decode)
+    check_definition(answer, name)
     tagged = tagged_cases(cases, _DECODE_CASES)
     for tag, (ids, spec) in tagged:
         _decode_case(name, answer, [int(i) for i in ids], _merges_of(spec), tag)

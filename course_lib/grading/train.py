@@ -111,7 +111,7 @@ def check_grad_accum_steps(answer: Any, cases: list | None = None) -> Passed:
     arguments. Cases that do not divide exactly must raise ValueError.
     """
     name = Graded(ref.grad_accum_steps)
-    check_definition(answer, reference=ref.grad_accum_steps)
+    check_definition(answer, name)
     run = tagged_cases(cases, _ACCUM_CASES)
     for tag, case in run:
         total, B, T, W = case
@@ -208,7 +208,7 @@ def check_estimate_mfu(answer: Any, cases: list | None = None) -> Passed:
     A case is those seven numbers; the answer must agree with (6·N + 12·L·H·D·T) · tokens/s / peak to 1e-9.
     """
     name = Graded(ref.estimate_mfu)
-    check_definition(answer, reference=ref.estimate_mfu)
+    check_definition(answer, name)
     run = tagged_cases(cases, _MFU_CASES)
     for tag, case in run:
         expected = ref.estimate_mfu(*case)
@@ -312,7 +312,7 @@ def check_rank_batch(answer: Any, cases: list | None = None) -> Passed:
     ValueError.
     """
     name = Graded(ref.rank_batch)
-    check_definition(answer, reference=ref.rank_batch)
+    check_definition(answer, name)
     run = tagged_cases(cases, _RANK_CASES)
     for tag, (N, s, B, T, r, W, seed) in run:
         tokens = torch.randperm(N, generator=torch.Generator().manual_seed(seed)) + 1000  # distinct ids

@@ -39,7 +39,7 @@ VISIBLE_IDS = [[5, 7, 9], [1, 1, 1, 2], [3], []]
 def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
     """Visible cases: a few short strings. Hidden `cases`: more strings."""
     name = Graded(ref.count_characters)
-    check_definition(answer, reference=ref.count_characters)
+    check_definition(answer, name)
     texts = tagged_cases(cases, VISIBLE_TEXTS)
     for tag, text in texts:
         expected = ref.count_characters(text)
@@ -66,7 +66,7 @@ def check_count_characters(answer, cases: list[str] | None = None) -> Passed:
 def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Passed:
     """Visible cases: short id lists incl. length 0 and 1. Hidden `cases`: more id lists."""
     name = Graded(ref.next_token_pairs)
-    check_definition(answer, reference=ref.next_token_pairs)
+    check_definition(answer, name)
     id_lists = tagged_cases(cases, VISIBLE_IDS)
     for tag, ids in id_lists:
         expected = ref.next_token_pairs(ids)
@@ -91,7 +91,7 @@ def check_next_token_pairs(answer, cases: list[list[int]] | None = None) -> Pass
 def check_normalize_rows(answer, cases: list[tuple[int, int, int]] | None = None) -> Passed:
     """Visible cases: seeded random non-negative matrices. Hidden `cases`: (rows, cols, seed) triples."""
     name = Graded(ref.normalize_rows)
-    check_definition(answer, reference=ref.normalize_rows)
+    check_definition(answer, name)
     shapes = tagged_cases(cases, [(3, 4, 0), (1, 5, 1), (6, 2, 2)])
     for tag, (rows, cols, seed) in shapes:
         x = random_tensor(rows, cols, seed=seed).abs() + 0.1

@@ -112,7 +112,7 @@ def check_pairwise_distances(answer: Any, cases: list | None = None) -> Passed:
     A case is `(shape_a, shape_b, seed)` with the same leading dimensions and the same C.
     """
     name = Graded(ref.pairwise_distances)
-    check_definition(answer, reference=ref.pairwise_distances)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _DISTANCE_CASES)
     for tag, (shape_a, shape_b, seed) in chosen:
         a, b = random_tensor(*shape_a, seed=seed), random_tensor(*shape_b, seed=seed + 100)
@@ -224,7 +224,7 @@ def check_gradient_descent(answer: Any, cases: list | None = None) -> Passed:
     A case is `(N, C, lr, steps, seed)`: x (N, C), y (N,) and the starting w (C,) are drawn from the seed.
     """
     name = Graded(ref.gradient_descent)
-    check_definition(answer, reference=ref.gradient_descent)
+    check_definition(answer, name)
     chosen = tagged_cases(cases, _DESCENT_CASES)
     for tag, (n, c, lr, steps, seed) in chosen:
         x = random_tensor(n, c, seed=seed)

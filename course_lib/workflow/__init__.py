@@ -1,15 +1,13 @@
-"""The course machinery, apart from what the lessons teach.
+"""The course machinery, apart from what the lessons teach; it reads the course's facts from `course_lib.manifest`.
 
-- `manifest`: one entry per lesson (title, reference modules, data, exercises, forbidden shortcuts); everything
-  else reads the course's facts from here.
 - `course`: regenerates the student versions (`make release`) and checks that they are fresh.
 - `selfgrade`: grades one notebook with nbgrader in a throw-away course (`make grade`, the last cell of a lesson).
 - `nbgrader_ext`: the preprocessors `notebooks/nbgrader_config.py` plugs into nbgrader.
 - `classroom`, `class_report`: grade a class (`python -m course_lib class`): collect, autograde in parallel
   workers, feedback, `grades.csv` and the "what the class got wrong" report.
 - `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts.
-- `trusted`, `sandbox`, `codec`: verdicts a learner's code cannot touch — each answer runs in a process of its
-  own, only plain data comes back, and the checks compare on the grader's side.
-- `kernels`, `confine`: the processes that run a submission's code are confined — a memory limit, and with
-  Linux's Landlock writes only in the submission's own folder — and what a cell prints is capped.
+- `trusted`: verdicts a learner's code cannot touch — each answer runs in a process of its own (the sandbox of
+  `course_lib.grading.kit`), only plain data comes back, and the checks compare on the grader's side.
+- `kernels`: the kernels that run a submission's code are confined (`course_lib.grading.kit.confine`: a memory
+  limit, and with Linux's Landlock writes only in the submission's own folder) and what a cell prints is capped.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.kernels import CUT_MARKER
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import manifest
+from course_lib import manifest
+from course_lib.grading.kit.confine import parse_size
 from course_lib.workflow.class_report import write_grades, write_report
-from course_lib.workflow.confine import parse_size
 from course_lib.workflow.course import REPO_ROOT, CourseError, course_root, run_nbgrader, stale_files
 from course_lib.workflow.startup import PEAK_MEMORY
 

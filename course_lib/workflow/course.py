@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.images import MissingImageError, inline_images_in_file
 
 __all__ = [

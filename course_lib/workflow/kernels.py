@@ -1,4 +1,5 @@
-"""How a submission's kernel runs while it is graded (issue 12): confined, its outputs capped, its damage looked for.
+"""How a submission's kernel runs while it is graded (docs/ARCHITECTURE.md, Trusted grading): confined, its outputs
+capped, its damage looked for.
 
 - `GradingLimits`: the settings, in one place (`c.GradingLimits.memory` and `c.GradingLimits.contain_writes` in
   `notebooks/nbgrader_config.py`; `python -m course_lib class --memory SIZE`). The trusted grader's sandboxes get
@@ -43,7 +44,7 @@ from nbformat import from_dict
 from traitlets import Bool, DottedObjectName, Type, Unicode
 from traitlets.config import LoggingConfigurable
 
-from course_lib.workflow import confine
+from course_lib.grading.kit import confine
 
 __all__ = [
     "CUT_MARKER",
@@ -161,7 +162,7 @@ class ConfinedKernelManager(WatchfulKernelManager):
         env = dict(kw.get("env") or os.environ)
         env.update(TMPDIR=str(self._private), IPYTHONDIR=str(self._private / "ipython"))
         kw["env"] = env
-        launcher = [sys.executable, "-m", "course_lib.workflow.confine"]
+        launcher = [sys.executable, "-m", "course_lib.grading.kit.confine"]
         if limits.memory:
             launcher += ["--memory", str(limits.memory_bytes())]
         if limits.contained():

@@ -1,10 +1,12 @@
-"""The nbgrader preprocessors the course plugs in through notebooks/nbgrader_config.py (COURSE_SPEC §5).
+"""The nbgrader preprocessors the course plugs in through notebooks/nbgrader_config.py (docs/ARCHITECTURE.md,
+Trusted grading).
 
 - `RestoreAndFlag` (autograde): nbgrader already overwrites edited locked cells with their original text, but
   it does not say so, and it does not bring back deleted read-only cells. This preprocessor restores every
   locked cell (test cells, read-only set-up cells), puts a warning cell at the top of the graded notebook that
   names what was changed, and sets the submission's `flagged` mark in the gradebook for the instructor. It runs
-  before any of the submission's code, so it also has `course_lib.workflow.trusted` load the grader's code then.
+  before any of the submission's code, so it also makes the process's `TrustedGrader` then (`trusted_grader`),
+  which loads the grader's code.
 - `TrustedVerdicts` (autograde, right after the notebook has run): replaces every test cell's outputs with the
   verdict that `course_lib.workflow.trusted` reaches outside the notebook's kernel, so nbgrader's scores,
   feedback and formgrader all show trusted results. It also puts back course files the submission changed on
@@ -23,6 +25,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +37,7 @@ from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Integer
 
-from course_lib.workflow import manifest
+from course_lib import manifest
 from course_lib.workflow.course import grade_id
 from course_lib.workflow.kernels import ConfinedKernelManager, CourseWatch, GradingLimits, OutputCap
 
@@ -53,11 +56,21 @@ _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", r
 
 
 def _trusted():
-    """The trusted grader, imported on first use: it loads torch and every check (seconds), which nbgrader's other
-    commands (generate_assignment, generate_feedback, export, formgrader) load this module for but never need."""
+    """The trusted grading module, imported on first use: it loads torch and every check (seconds), which
+    nbgrader's other commands (generate_assignment, generate_feedback, export, formgrader) load this module for but
+    never need."""
     from course_lib.workflow import trusted
 
     return trusted
+
+
+@functools.cache
+def trusted_grader():
+    """This nbgrader process's one `TrustedGrader`, made on the first call: by `RestoreAndFlag`, which runs before
+    any submission's code in the process, and then handed to `TrustedVerdicts`. nbgrader builds its preprocessors
+    anew for every notebook, from their classes, so the grader cannot be given to them; it is kept here, the one
+    place that holds state across the notebooks of a run."""
+    return _trusted().TrustedGrader(Path.cwd())
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -90,9 +103,8 @@ class RestoreAndFlag(OverwriteCells):
         super().report_change(name, attr, old, new)
 
     def preprocess(self, nb, resources):
-        trusted = _trusted()
-        if trusted.available():
-            trusted.prepare(Path.cwd())  # before the first submission's code runs in this process
+        if _trusted().available():
+            trusted_grader()  # made before the first submission's code runs in this process
         info = resources["nbgrader"]
         with Gradebook(info["db_url"]) as gradebook:
             source_nb = gradebook.find_notebook(info["notebook"], info["assignment"])
@@ -246,8 +258,7 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        trusted = _trusted()
-        if not trusted.available():
+        if not _trusted().available():
             self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
             return nb, resources
         try:
@@ -255,11 +266,13 @@ class TrustedVerdicts(NbGraderPreprocessor):
         except KeyError:
             self.log.warning("%s is not a lesson of this course: its notebook's verdicts are kept", info["assignment"])
             return nb, resources
-        changed = trusted.restore_files()
+        grader = trusted_grader()
+        changed = grader.restore_files()
         problems = [f"the course's file `{path}` was changed on disk; it was put back" for path in changed]
         if problems:  # flagged now, so that the mark stands even if grading this notebook fails below
             flag_submission(info)
-        grading = trusted.grade(nb, info["assignment"], memory=GradingLimits(parent=self).memory_bytes())
+        limits = _trusted().Limits(memory=GradingLimits(parent=self).memory_bytes())
+        grading = grader.grade(nb, info["assignment"], limits=limits)
         for cell in nb.cells:
             verdict = grading.verdicts.get(grade_id(cell))
             if verdict is None:

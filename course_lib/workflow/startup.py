@@ -1,4 +1,4 @@
-"""Start-up time cut from the processes grading starts (issue 12): nothing here changes what is graded.
+"""Start-up time cut from the processes grading starts: nothing here changes what is graded.
 
 Measured on the course machine (2 cores): importing `rfc3987_syntax` takes about 2.4 s, because it builds 38
 parsers on import. Nothing the course does needs it: `jsonschema` (pulled in by nbformat and altair) imports it

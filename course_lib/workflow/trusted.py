@@ -1,21 +1,23 @@
-"""Verdicts a learner's code cannot touch (COURSE_SPEC §5): the grader's side of grading a notebook.
+"""Verdicts a learner's code cannot touch: the grader's side of grading a notebook (docs/ARCHITECTURE.md,
+Trusted grading).
 
 nbgrader runs a submitted notebook in a kernel, and everything in that kernel — the checks included — is within
-reach of the learner's code. So the kernel's test-cell results decide nothing. After the kernel has run, `grade`
-takes each exercise's answer cell from the notebook and, for each exercise separately:
+reach of the learner's code. So the kernel's test-cell results decide nothing. After the kernel has run,
+`TrustedGrader.grade` takes each exercise's answer cell from the notebook and, for each exercise separately:
 
 1. reads the answer's source (never runs it) for forbidden shortcuts and for reaching into the machinery
    (`guard.source_problems`): such an answer scores 0 for that exercise and is reported;
-2. starts a sandbox (`course_lib.workflow.sandbox`): a fresh process forked from this one, running the lesson's
+2. starts a sandbox (`course_lib.grading.kit.sandbox`): a fresh process forked from this one, running the lesson's
    preamble, the course's references of the lesson's *other* exercises (so one answer never depends on another)
    and the answer cell, with the from-scratch watcher on from the first line of the answer;
 3. runs each of the exercise's test cells here, with the answer's names bound to `Remote` stand-ins: the checks
    choose the inputs, only plain data comes back, and expected values and comparisons are computed here.
 
 Test cells are not executed as code: each is read as "import check_X from a course grader; call it with these
-names and these data", and anything else is refused. The checks and references this process runs are the ones
-`prepare` loaded before any submission ran; `restore_files` puts back any course file a submission changed on
-disk, so one submission cannot change the grading of the next, in this run or a later one.
+names and these data", and anything else is refused. A `TrustedGrader` is made once per process, before any
+submission's code runs in it: the checks and references it grades with are the ones it loaded then, and
+`restore_files` puts back any course file a submission changed on disk since, so one submission cannot change
+the grading of the next, in this run or a later one.
 """
 
 from __future__ import annotations
@@ -28,20 +30,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from course_lib import manifest
 from course_lib.grading.kit import guard
-from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError, Passed
+from course_lib.grading.kit.exercise import Graded, resolve
 from course_lib.grading.kit.remote import Remote, TimedOut
-from course_lib.workflow import confine, manifest
-from course_lib.workflow.sandbox import Sandbox, SandboxDied
+from course_lib.grading.kit.sandbox import Limits, Sandbox, SandboxDied
 
-__all__ = ["Verdict", "available", "grade", "parse_test_cell", "prepare", "restore_files"]
+__all__ = ["CourseFiles", "Limits", "TrustedGrader", "Verdict", "available", "parse_test_cell"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-_modules: dict[str, ModuleType] = {}
-_snapshot: dict[Path, bytes] = {}
-_watched_dirs: list[Path] = []
-_MEMORY = confine.parse_size(confine.DEFAULT_MEMORY)  # what a sandbox may allocate unless told otherwise
 
 
 def available() -> bool:
@@ -49,61 +47,51 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def prepare(course_root: Path | None = None) -> None:
-    """Load every grader and reference module, and remember the course's code files as they are now.
+class CourseFiles:
+    """The course's code files as they were when this was made, to put back what a submission changes on disk.
 
-    Call this before any submission's code runs (the course's sanitizing preprocessor does); later calls do nothing.
+    Everything beneath `package_dir` is remembered, and each of `also` (the course's `nbgrader_config.py`).
     """
-    if _modules:
-        return
-    for lesson in manifest.LESSONS:
-        for name in (lesson.grader, lesson.references):
-            _modules[name] = importlib.import_module(name)
-    _watched_dirs.append(PACKAGE_DIR)
-    for path in PACKAGE_DIR.rglob("*"):
-        if path.is_file():
-            _snapshot[path] = path.read_bytes()
-    if course_root is not None and (course_root / "nbgrader_config.py").is_file():
-        config = (course_root / "nbgrader_config.py").resolve()
-        _snapshot[config] = config.read_bytes()
 
+    def __init__(self, package_dir: Path = PACKAGE_DIR, also: tuple[Path, ...] = ()):
+        self.package_dir = package_dir
+        self.snapshot = {path: path.read_bytes() for path in package_dir.rglob("*") if path.is_file()}
+        self.snapshot |= {path.resolve(): path.read_bytes() for path in also if path.is_file()}
 
-def restore_files() -> list[str]:
-    """Put back every remembered file a submission changed or deleted, and remove code files it added among the
-    course's; return what was changed (paths relative to the package's parent), empty when nothing was.
+    def restore(self) -> list[str]:
+        """Put back every remembered file a submission changed or deleted, and remove code files it added beneath
+        the package; return what was changed (paths relative to the package's parent), empty when nothing was.
 
-    Python's bytecode caches (`__pycache__/*.pyc`) are put back or removed too, but not reported: an honest
-    kernel writes them when it first imports a module, and a removed cache is simply compiled again.
-    """
-    changed = []
-    for path, content in _snapshot.items():
-        try:
-            same = path.read_bytes() == content
-        except OSError:
-            same = False
-        if not same:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-            if not _is_cache(path):
-                changed.append(_shown(path))
-    for folder in _watched_dirs:
-        for path in folder.rglob("*"):
-            if path.is_file() and path not in _snapshot and path.suffix in (".py", ".pyc", ".pth", ".so"):
+        Python's bytecode caches (`__pycache__/*.pyc`) are put back or removed too, but not reported: an honest
+        kernel writes them when it first imports a module, and a removed cache is simply compiled again.
+        """
+        changed = []
+        for path, content in self.snapshot.items():
+            try:
+                same = path.read_bytes() == content
+            except OSError:
+                same = False
+            if not same:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(content)
+                if not _is_cache(path):
+                    changed.append(self._shown(path))
+        for path in self.package_dir.rglob("*"):
+            if path.is_file() and path not in self.snapshot and path.suffix in (".py", ".pyc", ".pth", ".so"):
                 path.unlink()
                 if not _is_cache(path):
-                    changed.append(_shown(path) + " (added; removed)")
-    return changed
+                    changed.append(self._shown(path) + " (added; removed)")
+        return changed
+
+    def _shown(self, path: Path) -> str:
+        try:
+            return str(path.relative_to(self.package_dir.parent))
+        except ValueError:
+            return path.name
 
 
 def _is_cache(path: Path) -> bool:
     return path.suffix == ".pyc" and path.parent.name == "__pycache__"
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.relative_to(PACKAGE_DIR.parent))
-    except ValueError:
-        return path.name
 
 
 @dataclass
@@ -205,102 +193,151 @@ def _fail_all(grading: Grading, tests: list[str], exercise: str, message: str) -
         grading.verdicts[test_id] = Verdict(False, message, exercise)
 
 
-def grade(nb, lesson_id: str, only: tuple[str, ...] | None = None, memory: int | None = _MEMORY) -> Grading:
-    """Trusted verdicts for every test cell of `nb`, a notebook of lesson `lesson_id` (see module docstring);
-    `only` limits them to the test cells of those exercises; `memory`: what each sandbox may allocate (bytes)."""
-    prepare()
-    lesson = manifest.lesson(lesson_id)
-    references = _modules[lesson.references]
-    exercises = list(lesson.exercises)
-    answers = {_grade_id(c): c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")}
-    tests: dict[str, list[tuple[str, str]]] = {e.name: [] for e in exercises}
-    grading = Grading()
-    for cell in nb.cells:
-        test_id = _grade_id(cell)
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution") or not test_id:
-            continue
-        owner = _owner(test_id, exercises)
-        if owner is None:
-            grading.verdicts[test_id] = Verdict(False, "this test cell belongs to no exercise of the lesson", test_id)
-            continue
-        tests[owner.name].append((test_id, cell.source))
-    for exercise in exercises:
-        if tests[exercise.name] and (only is None or exercise.name in only):
-            answer = answers.get(exercise.name)
-            _grade_exercise(grading, lesson, exercise, answer, tests[exercise.name], references, memory)
-    return grading
+class TrustedGrader:
+    """Trusted grading in one process (see the module docstring). Make it before any submission's code runs here:
+    it loads every lesson's graders and references and remembers the course's files as they are then."""
 
+    def __init__(self, course_root: Path | None = None, files: CourseFiles | None = None):
+        """`course_root`: the nbgrader course folder, whose `nbgrader_config.py` is remembered with the package's
+        files; `files`: the files to remember instead (tests)."""
+        self.modules: dict[str, ModuleType] = {}
+        self.exercises: dict[tuple[str, str], tuple[Graded, ...]] = {}  # (lesson, exercise) -> one per name
+        self.references: dict[str, Any] = {}  # every exercise's reference, by its name in the manifest
+        for lesson in manifest.LESSONS:
+            for name in (lesson.grader, lesson.references):
+                self.modules[name] = importlib.import_module(name)
+            for exercise in lesson.exercises:
+                graded = tuple(Graded(resolve(path)) for path in exercise.references)
+                self.exercises[lesson.id, exercise.name] = graded
+                self.references |= {e.path: e.reference for e in graded}
+        if files is None:
+            config = (course_root / "nbgrader_config.py",) if course_root is not None else ()
+            files = CourseFiles(PACKAGE_DIR, config)
+        self.files = files
 
-def _grade_exercise(grading, lesson, exercise, source, tests, references, memory) -> None:
-    test_ids = [test_id for test_id, _ in tests]
-    own = tuple(getattr(references, n) for n in exercise.names)
-    if source is None:
-        _fail_all(grading, test_ids, exercise.name, "the answer cell was deleted, so there is no answer to grade.")
-        return
-    problems = [p for reference in own for p in guard.source_problems(source, reference)]
-    if problems:
-        shortcuts = [p for p in problems if "forbids" in p or "library" in p]
-        if shortcuts:
-            message = guard.fail_message(exercise.name, ", ".join(shortcuts), "uses")
-        else:
-            message = (
-                f"your answer uses {', '.join(problems)}, which an answer to this exercise never needs and which "
-                "can reach into the grading machinery, so it earns no points. Write the answer with plain Python "
-                "and torch, inside its answer cell."
-            )
-            grading.notes.append(f"`{exercise.name}`: the answer uses {', '.join(problems)} (scored 0)")
-        _fail_all(grading, test_ids, exercise.name, message)
-        return
-    bindings = {
-        name: getattr(references, name)
-        for other in lesson.exercises
-        if other is not exercise
-        for name in other.names
-        if hasattr(references, name)
-    }
-    try:
-        sandbox, ready = Sandbox.start(
-            preamble=lesson.sandbox_preamble,
-            bindings=bindings,
-            source=source,
-            names=exercise.names,
-            references=own,
-            timeout=DEFAULT_CALL_TIMEOUT,
-            memory=memory,
-        )
-    except (SandboxDied, TimedOut) as exc:
-        # The answer cell ended its process or held it past every limit (a C call that ignores the alarm, say):
-        # that exercise scores 0, and the rest of the notebook is still graded.
-        _fail_all(grading, test_ids, exercise.name, _start_failure(exc))
-        return
-    try:
-        problem = _definition_problem(exercise, ready)
-        if problem is not None:
-            _fail_all(grading, test_ids, exercise.name, problem)
+    def restore_files(self) -> list[str]:
+        """Put back the course's files a submission changed (`CourseFiles.restore`); what was changed."""
+        return self.files.restore()
+
+    def grade(self, nb, lesson_id: str, only: tuple[str, ...] | None = None, limits: Limits | None = None) -> Grading:
+        """Trusted verdicts for every test cell of `nb`, a notebook of lesson `lesson_id` (see module docstring);
+        `only` limits them to the test cells of those exercises; `limits`: what each sandbox may use (by default
+        `Limits()`: the kit's call time limit, 4 GiB)."""
+        limits = limits or Limits()
+        lesson = manifest.lesson(lesson_id)
+        exercises = list(lesson.exercises)
+        answers = {
+            _grade_id(c): c.source for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+        }
+        tests: dict[str, list[tuple[str, str]]] = {e.name: [] for e in exercises}
+        grading = Grading()
+        for cell in nb.cells:
+            test_id = _grade_id(cell)
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution") or not test_id:
+                continue
+            owner = _owner(test_id, exercises)
+            if owner is None:
+                message = "this test cell belongs to no exercise of the lesson"
+                grading.verdicts[test_id] = Verdict(False, message, test_id)
+                continue
+            tests[owner.name].append((test_id, cell.source))
+        for exercise in exercises:
+            if tests[exercise.name] and (only is None or exercise.name in only):
+                answer = answers.get(exercise.name)
+                self._grade_exercise(grading, lesson, exercise, answer, tests[exercise.name], limits)
+        return grading
+
+    def _grade_exercise(self, grading, lesson, exercise, source, tests, limits: Limits) -> None:
+        test_ids = [test_id for test_id, _ in tests]
+        own = self.exercises[lesson.id, exercise.name]
+        if source is None:
+            _fail_all(grading, test_ids, exercise.name, "the answer cell was deleted, so there is no answer to grade.")
             return
-        names = {name: Remote(sandbox, handle, DEFAULT_CALL_TIMEOUT) for name, handle in ready.names.items()}
-        for test_id, test_source in tests:
-            grading.verdicts[test_id] = _run_test(exercise.name, test_source, names)
-    finally:
-        sandbox.close()
+        problems = [p for graded in own for p in guard.source_problems(source, graded)]
+        if problems:
+            shortcuts = [p for p in problems if "forbids" in p or "library" in p]
+            if shortcuts:
+                message = guard.fail_message(exercise.name, ", ".join(shortcuts), "uses")
+            else:
+                message = (
+                    f"your answer uses {', '.join(problems)}, which an answer to this exercise never needs and "
+                    "which can reach into the grading machinery, so it earns no points. Write the answer with plain "
+                    "Python and torch, inside its answer cell."
+                )
+                grading.notes.append(f"`{exercise.name}`: the answer uses {', '.join(problems)} (scored 0)")
+            _fail_all(grading, test_ids, exercise.name, message)
+            return
+        bindings = {  # the other exercises' names, bound to the course's references of them
+            name: self.references[path]
+            for other in lesson.exercises
+            if other is not exercise
+            for name, path in other.paths.items()
+        }
+        try:
+            sandbox, ready = Sandbox.start(
+                preamble=lesson.sandbox_preamble,
+                bindings=bindings,
+                source=source,
+                names=exercise.names,
+                exercises=own,
+                limits=limits,
+            )
+        except (SandboxDied, TimedOut) as exc:
+            # The answer cell ended its process or held it past every limit (a C call that ignores the alarm,
+            # say): that exercise scores 0, and the rest of the notebook is still graded.
+            _fail_all(grading, test_ids, exercise.name, _start_failure(exc, limits))
+            return
+        try:
+            problem = _definition_problem(exercise, ready, limits)
+            if problem is not None:
+                _fail_all(grading, test_ids, exercise.name, problem)
+                return
+            names = {name: Remote(sandbox, handle, limits.time) for name, handle in ready.names.items()}
+            for test_id, test_source in tests:
+                grading.verdicts[test_id] = self._run_test(exercise.name, test_source, names)
+        finally:
+            sandbox.close()
+
+    def _run_test(self, exercise: str, source: str, names: dict[str, Remote]) -> Verdict:
+        try:
+            test = parse_test_cell(source)
+            module = self.modules.get(test.module)
+            check = getattr(module, test.function, None) if module is not None else None
+            if check is None or not all(n in names for n in test.names):
+                raise ValueError(f"{test.module}.{test.function} is not a check of this lesson")
+        except (SyntaxError, ValueError) as exc:
+            return Verdict(False, f"this test cell is not one the course's grader can run ({exc}).", exercise)
+        try:
+            result = check(*(names[n] for n in test.names), **test.kwargs)
+        except GradingError as exc:
+            return Verdict(False, exc.message, exercise)
+        except SandboxDied as exc:
+            return Verdict(False, f"{exc}.", exercise)
+        except TimedOut:
+            return Verdict(False, "your answer did not answer in time and was stopped.", exercise)
+        except Exception as exc:  # a surprise inside a check is a failed check, reported plainly
+            return Verdict(False, f"the check stopped with {type(exc).__name__}: {exc}", exercise)
+        if not isinstance(result, Passed):
+            return Verdict(False, "the check returned no result.", exercise)
+        return Verdict(True, repr(result), exercise)
 
 
-def _start_failure(exc: Exception) -> str:
+def _start_failure(exc: Exception, limits: Limits) -> str:
     if isinstance(exc, TimedOut):
         return (
-            f"running the answer cell did not finish within {DEFAULT_CALL_TIMEOUT:g} s and did not answer when "
+            f"running the answer cell did not finish within {limits.time:g} s and did not answer when "
             "stopped, so its process was ended. Is there a loop or a very large computation at the top level?"
         )
     return f"running the answer cell ended the process it ran in: {exc}."
 
 
-def _definition_problem(exercise: manifest.Exercise, ready) -> str | None:
+def _definition_problem(exercise: manifest.Exercise, ready, limits: Limits) -> str | None:
     """Why the answer cell could not even be run on its own, if it could not."""
     if ready.forbidden:
         return guard.fail_message(exercise.name, ready.forbidden, "calls")
     if ready.timed_out:
-        limit = f"{DEFAULT_CALL_TIMEOUT:g} s"
+        limit = f"{limits.time:g} s"
         return f"running the answer cell did not finish within {limit}. Is there a loop that never ends?"
     failure = ready.failure
     if failure is not None:
@@ -323,27 +360,3 @@ def _definition_problem(exercise: manifest.Exercise, ready) -> str | None:
     if missing:
         return f"the answer cell does not define {', '.join(f'`{n}`' for n in missing)}."
     return None
-
-
-def _run_test(exercise: str, source: str, names: dict[str, Remote]) -> Verdict:
-    try:
-        test = parse_test_cell(source)
-        module = _modules.get(test.module)
-        check = getattr(module, test.function, None) if module is not None else None
-        if check is None or not all(n in names for n in test.names):
-            raise ValueError(f"{test.module}.{test.function} is not a check of this lesson")
-    except (SyntaxError, ValueError) as exc:
-        return Verdict(False, f"this test cell is not one the course's grader can run ({exc}).", exercise)
-    try:
-        result = check(*(names[n] for n in test.names), **test.kwargs)
-    except GradingError as exc:
-        return Verdict(False, exc.message, exercise)
-    except SandboxDied as exc:
-        return Verdict(False, f"{exc}.", exercise)
-    except TimedOut:
-        return Verdict(False, "your answer did not answer in time and was stopped.", exercise)
-    except Exception as exc:  # a surprise inside a check is a failed check, reported plainly
-        return Verdict(False, f"the check stopped with {type(exc).__name__}: {exc}", exercise)
-    if not isinstance(result, Passed):
-        return Verdict(False, "the check returned no result.", exercise)
-    return Verdict(True, repr(result), exercise)

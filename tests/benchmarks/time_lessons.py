@@ -5,8 +5,9 @@
 Execution: the instructor source run top to bottom by nbclient (self-grading off), as a learner's laptop would.
 Autograde: one submission (the student version with the reference answers pasted in) graded by
 `course_lib.workflow.selfgrade.grade_notebook`, i.e. nbgrader generate_assignment + autograde in a temporary course.
-Trusted verdicts: `course_lib.workflow.trusted.grade` alone on the same answers (a sandbox per exercise, the
-checks run in this process), the part of an autograde that trusted grading adds; its share of the autograde time
+Trusted verdicts: `TrustedGrader.grade` (course_lib.workflow.trusted) alone on the same answers (a sandbox per
+exercise, the checks run in this process), the part of an autograde that trusted grading adds (the grader is made
+once, before any timing, as nbgrader makes it before the first submission runs); its share of the autograde time
 is printed beside it. The machine is shared and noisy: each figure is the median of --repeats runs.
 --save DIR keeps each lesson's last executed notebook there, to read the figures a run printed (losses, samples).
 """
@@ -48,14 +49,14 @@ def autograde_seconds(lesson: str) -> tuple[float, str]:
         return time.perf_counter() - started, f"{report.score:g}/{report.max_score:g}"
 
 
-def trusted_seconds(lesson: str) -> float:
+def trusted_seconds(grader: trusted.TrustedGrader, lesson: str) -> float:
     nb = solved(lesson)
     tests = {grade_id(c): c.source for c in read(source_path(lesson)).cells if (grade_id(c) or "").startswith("test_")}
     for cell in nb.cells:  # hidden tests put back, as nbgrader's autograde does before the verdicts
         if grade_id(cell) in tests:
             cell.source = tests[grade_id(cell)]
     started = time.perf_counter()
-    grading = trusted.grade(nb, lesson)
+    grading = grader.grade(nb, lesson)
     assert all(v.passed for v in grading.verdicts.values()), lesson
     return time.perf_counter() - started
 
@@ -67,12 +68,13 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="folder for each lesson's last executed notebook")
     args = parser.parse_args()
     os.environ["COURSE_SELF_GRADE"] = "off"
+    grader = trusted.TrustedGrader()
     print(f"{'lesson':<26}{'execute s':>10}{'autograde s':>12}{'trusted s':>10}{'share':>7}  score   runs (medians)")
     for lesson in args.lessons:
         executed = [execute_seconds(lesson, args.save) for _ in range(args.repeats)]
         graded = [autograde_seconds(lesson) for _ in range(args.repeats)]
         seconds = [s for s, _ in graded]
-        verdicts = [trusted_seconds(lesson) for _ in range(args.repeats)]
+        verdicts = [trusted_seconds(grader, lesson) for _ in range(args.repeats)]
         grade_median, trusted_median = statistics.median(seconds), statistics.median(verdicts)
         print(
             f"{lesson:<26}{statistics.median(executed):>10.1f}{grade_median:>12.1f}{trusted_median:>10.1f}"

@@ -1,4 +1,4 @@
-"""The grading toolkit every lesson's test cells use (COURSE_SPEC §5).
+"""The grading toolkit every lesson's test cells use.
 
 A test cell calls a `check_<exercise>` function (one module per lesson in this package). Those functions are
 built from the pieces here:
@@ -12,6 +12,8 @@ built from the pieces here:
 - `expect`, `expect_close`, `expect_equal`, `expect_type`, `expect_int_list`, `expect_unchanged`: comparisons
   whose failure message is the hint a learner can act on.
 - `tagged_cases`, `call_label`: visible or hidden cases, and how a call is named in messages.
+- `is_instance`, `type_name`, `make`: what a check asks of an answer that may live in a sandbox (`remote.py`);
+  graders use these and never `remote` itself.
 - `generator`, `random_tensor`: deterministic random inputs, so a failure can be reproduced.
 
 `course_lib.grading.kit.diagnose` builds on these to name the likely mistake behind a wrong answer.
@@ -30,7 +32,8 @@ from typing import Any
 import torch
 
 from course_lib.grading.kit import remote
-from course_lib.grading.kit.errors import Graded, GradingError, Passed
+from course_lib.grading.kit.errors import GradingError, Passed
+from course_lib.grading.kit.exercise import Graded, require_graded
 from course_lib.grading.kit.guard import fail_message, watch_calls
 
 __all__ = [
@@ -49,10 +52,13 @@ __all__ = [
     "expect_type",
     "expect_unchanged",
     "generator",
+    "is_instance",
     "is_int",
+    "make",
     "random_tensor",
     "tagged_cases",
     "time_limit",
+    "type_name",
 ]
 
 # Seconds one call of learner code may take before we call it an infinite loop. nbgrader's per-cell timeout
@@ -103,7 +109,7 @@ def describe(value: Any, limit: int = 120) -> str:
 
 
 def call_answer(
-    exercise: str,
+    exercise: Graded,
     fn: Callable[..., Any],
     *args: Any,
     what: str | None = None,
@@ -112,20 +118,21 @@ def call_answer(
     hints: Sequence[Hint] = (),
     **kwargs: Any,
 ) -> Any:
-    """Call learner code `fn(*args, **kwargs)` and return its result.
+    """Call learner code `fn(*args, **kwargs)` and return its result; `exercise` is the `Graded` the check names
+    its exercise by (a bare name is refused with TypeError: it carries no reference to guard with).
 
-    `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by
-    the from-scratch guard (COURSE_SPEC §5): calling the course's reference or a forbidden shortcut fails. The
-    time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is given. When the learner's
-    code raises, the first of `hints` whose test fits the message is added to it.
+    `what` describes the call for messages, e.g. "encode('Hello, world')". With `guard`, the call is watched by the
+    from-scratch guard (docs/ARCHITECTURE.md, The from-scratch guard): calling the course's reference or a
+    forbidden shortcut fails. The time limit is `DEFAULT_CALL_TIMEOUT` as it is at call time, unless `timeout` is
+    given. When the learner's code raises, the first of `hints` whose test fits the message is added to it.
     """
+    exercise = require_graded(exercise, "call_answer")
     label = what or f"{getattr(fn, '__name__', exercise)}(...)"
     timeout = DEFAULT_CALL_TIMEOUT if timeout is None else timeout
     try:
         if remote.is_remote(fn):  # graded in a sandbox, which watches and times every call itself
             return remote.call(fn, args, kwargs, timeout=timeout)
-        reference = getattr(exercise, "reference", None)
-        watcher = watch_calls(reference) if guard and reference is not None else contextlib.nullcontext()
+        watcher = watch_calls(exercise) if guard else contextlib.nullcontext()
         with watcher, time_limit(timeout):
             return fn(*args, **kwargs)
     except GradingError:
@@ -146,7 +153,7 @@ def call_answer(
         raise GradingError(
             exercise, f"{label} recursed too deeply (RecursionError). Does a function call itself by mistake?"
         ) from None
-    except MemoryError:  # past the memory limit of the process grading it (course_lib/workflow/confine.py)
+    except MemoryError:  # past the memory limit of the process grading it (course_lib/grading/kit/confine.py)
         raise GradingError(
             exercise,
             f"{label} ran out of memory (MemoryError): it allocated more than a graded answer may. Does a loop "
@@ -179,20 +186,42 @@ def catching(fn: Callable[..., Any]) -> Callable[..., Any]:
     return captured
 
 
-def expect(exercise: str, condition: bool, message: str) -> None:
+def is_instance(value: Any, cls: type) -> bool:
+    """`isinstance(value, cls)`, also for an answer that lives in a sandbox (by the qualified names of its classes):
+    `isinstance` itself cannot see through the stand-in a graded answer is reached by."""
+    return remote.is_instance(value, cls) if isinstance(value, remote.Remote) else isinstance(value, cls)
+
+
+def type_name(value: Any) -> str:
+    """The class name of a value, also of an answer that lives in a sandbox (for messages)."""
+    return remote.type_name(value) if isinstance(value, remote.Remote) else type(value).__name__
+
+
+def make(beside: Any, factory: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`factory(*args, **kwargs)`, built where the answer `beside` lives: in its sandbox when it is graded there (the
+    result is then reached like the answer), here otherwise. `factory` is a module-level function of
+    `course_lib.grading` (a sandbox builds nothing else); it runs with the grader's random state and leaves the
+    grader's as it was."""
+    if isinstance(beside, remote.Remote):
+        return remote.make(beside, factory, *args, **kwargs)
+    with torch.random.fork_rng(devices=[]):
+        return factory(*args, **kwargs)
+
+
+def expect(exercise: Graded | str, condition: bool, message: str) -> None:
     """Fail with `message` unless `condition` holds."""
     if not condition:
         raise GradingError(exercise, message)
 
 
-def expect_equal(exercise: str, got: Any, expected: Any, what: str, hint: str = "") -> None:
+def expect_equal(exercise: Graded | str, got: Any, expected: Any, what: str, hint: str = "") -> None:
     """Exact equality (lists, dicts, strings, ints)."""
     if got != expected:
         message = f"{what}: expected {describe(expected)}, got {describe(got)}."
         raise GradingError(exercise, f"{message} {hint}".strip())
 
 
-def expect_type(exercise: str, got: Any, kind: type | tuple[type, ...], what: str, description: str) -> Any:
+def expect_type(exercise: Graded | str, got: Any, kind: type | tuple[type, ...], what: str, description: str) -> Any:
     """Return `got` if it is a `kind`; else fail, saying what came back. `description`: e.g. "a dict {(a, b): n}"."""
     if got is None:
         raise GradingError(exercise, f"{what} returned None. Did you forget the `return`?")
@@ -206,7 +235,7 @@ def is_int(value: Any) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def expect_int_list(exercise: str, got: Any, what: str) -> None:
+def expect_int_list(exercise: Graded | str, got: Any, what: str) -> None:
     """`got` must be a plain Python list of ints (token ids), not a tensor."""
     if isinstance(got, torch.Tensor):
         raise GradingError(exercise, f"{what} returned a tensor; return a plain Python list of ints.")
@@ -219,7 +248,7 @@ def expect_int_list(exercise: str, got: Any, what: str) -> None:
             )
 
 
-def expect_id_batch_pair(exercise: str, got: Any, shape: tuple[int, int], what: str) -> tuple[Any, Any]:
+def expect_id_batch_pair(exercise: Graded | str, got: Any, shape: tuple[int, int], what: str) -> tuple[Any, Any]:
     """`got` must be a pair (x, y) of integer tensors (batches of token ids of `shape`); returns it as a tuple."""
     if not (isinstance(got, tuple | list) and len(got) == 2):
         raise GradingError(exercise, f"{what} should return a pair (x, y), got {describe(got)}.")
@@ -233,7 +262,7 @@ def expect_id_batch_pair(exercise: str, got: Any, shape: tuple[int, int], what: 
     return got[0], got[1]
 
 
-def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
+def expect_unchanged(exercise: Graded | str, inputs: dict[str, tuple[torch.Tensor, torch.Tensor]], what: str) -> None:
     """Fail if the learner's call changed one of its input tensors: {argument: (after the call, copy before)}."""
     for argument, (after, before) in inputs.items():
         if not torch.equal(after, before):
@@ -243,7 +272,7 @@ def expect_unchanged(exercise: str, inputs: dict[str, tuple[torch.Tensor, torch.
 
 
 def expect_close(
-    exercise: str,
+    exercise: Graded | str,
     got: Any,
     expected: torch.Tensor,
     what: str,

@@ -1,4 +1,4 @@
-"""Naming the likely mistake behind a wrong answer (COURSE_SPEC §5), for every lesson's graders.
+"""Naming the likely mistake behind a wrong answer, for every lesson's graders.
 
 A check knows the classic mistakes of its exercise. Each is a `Variant`: a function that computes what the
 mistaken code would return on the same input, and the message that names the mistake. When the learner's
@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from course_lib.grading.kit.core import GradingError, describe, expect_close, expect_type
+from course_lib.grading.kit.exercise import Graded
 
 __all__ = ["Variant", "close", "diagnose_tensor", "diagnose_value", "find_mistake", "tensor_result"]
 
@@ -51,7 +52,7 @@ def _list_difference(got: list, expected: list) -> str:
     return f" Expected {len(expected)} items, got {len(got)}."
 
 
-def diagnose_value(exercise: str, what: str, got: Any, expected: Any, variants: Sequence[Variant]) -> None:
+def diagnose_value(exercise: Graded | str, what: str, got: Any, expected: Any, variants: Sequence[Variant]) -> None:
     """Fail, naming the first variant whose output equals `got`; else say what was expected and what came back."""
     mistake = find_mistake(variants, lambda value: value == got, lambda value: value == expected)
     if mistake is not None:
@@ -60,7 +61,7 @@ def diagnose_value(exercise: str, what: str, got: Any, expected: Any, variants: 
     raise GradingError(exercise, f"{what}: expected {describe(expected)}, got {describe(got)}.{detail}")
 
 
-def tensor_result(exercise: str, got: Any, what: str) -> Tensor:
+def tensor_result(exercise: Graded | str, got: Any, what: str) -> Tensor:
     """`got` if it is a tensor; else a GradingError saying what came back instead."""
     return expect_type(exercise, got, Tensor, what, "a torch.Tensor")
 
@@ -73,7 +74,7 @@ def close(a: Any, b: Tensor, atol: float = 1e-5, rtol: float = 1e-4) -> bool:
 
 
 def diagnose_tensor(
-    exercise: str,
+    exercise: Graded | str,
     what: str,
     got: Tensor,
     expected: Tensor,

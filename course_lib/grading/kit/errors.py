@@ -1,32 +1,20 @@
-"""What a check raises, returns and is told: `GradingError`, `Passed`, and `Graded`, an exercise's name that
-carries the course's reference object with it (so the guard is handed the thing, never a name to look up)."""
+"""What a check raises and returns: `GradingError` and `Passed`. Both take the exercise as a check names it (a
+`Graded`, see `exercise.py`) or, where no check is involved, its plain name; messages show its name."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = ["Graded", "GradingError", "Passed"]
+if TYPE_CHECKING:
+    from course_lib.grading.kit.exercise import Graded
 
-
-class Graded(str):
-    """The name of an exercise as messages show it, carrying the course's reference of that exercise.
-
-    `Graded(ref.causal_mask)` is the string "causal_mask" with `.reference` set: a check passes it wherever an
-    exercise's name goes, and `call_answer` hands `.reference` to the from-scratch guard.
-    """
-
-    reference: Any
-
-    def __new__(cls, reference: Any, name: str | None = None) -> Graded:
-        text = super().__new__(cls, name or reference.__name__)
-        text.reference = reference
-        return text
+__all__ = ["GradingError", "Passed"]
 
 
 class GradingError(AssertionError):
     """A failed check. The message says what was wrong and, where we can tell, why."""
 
-    def __init__(self, exercise: str, message: str):
+    def __init__(self, exercise: Graded | str, message: str):
         self.exercise = str(exercise)
         self.message = message
         super().__init__(f"[{exercise}] {message}")
@@ -39,7 +27,7 @@ class GradingError(AssertionError):
 class Passed:
     """What a check returns when everything passed; Jupyter shows it as one green line."""
 
-    def __init__(self, exercise: str, checks: int, hidden: bool = False):
+    def __init__(self, exercise: Graded | str, checks: int, hidden: bool = False):
         self.exercise, self.checks, self.hidden = str(exercise), checks, hidden
 
     def __repr__(self) -> str:

@@ -1,25 +1,26 @@
-"""The from-scratch guard (COURSE_SPEC §5 and §6 "Forbidden shortcuts").
+"""The from-scratch guard (docs/ARCHITECTURE.md, The from-scratch guard).
 
 An exercise that asks for X written from scratch earns no points when the answer *is*, *subclasses*, *wraps*
 or *calls* the course's reference X, or one of the shortcuts listed for X. Two checks do this:
 
-- `check_definition(answer, reference=...)` looks at the answer object itself: identity, base classes, wrappers
+- `check_definition(answer, exercise)` looks at the answer object itself: identity, base classes, wrappers
   (`functools.partial`, `functools.wraps`, bound methods) and everything its code can reach by name (globals,
   closure cells, default values), recursively through nested functions and class methods.
-- `watch_calls(reference)` watches a call of the learner's code with `sys.setprofile` and records every Python
+- `watch_calls(exercise)` watches a call of the learner's code with `sys.setprofile` and records every Python
   function and C builtin it enters. The grader uses the reference *outside* this window to compute expected
   values, so only the learner's own call is judged.
 
-Both are handed the reference object itself; the shortcuts listed for it come from the lesson manifest
-(`course_lib.workflow.manifest`). When a notebook is graded, both run inside the sandbox that runs the answer,
-and `source_problems` also reads the answer's source on the grader's side, where the answer cannot switch it off.
+Both are handed the exercise as a check names it, a `Graded`: the reference object itself, and its entry in
+`course_lib.manifest`, whose `shortcuts` list the rest. When a notebook is graded, both run inside the sandbox that
+runs the answer, and `source_problems` also reads the answer's source on the grader's side, where the answer
+cannot switch it off.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
+import importlib.util
 import inspect
 import os
 import sys
@@ -28,28 +29,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from course_lib import manifest
 from course_lib.grading.kit import remote
 from course_lib.grading.kit.errors import GradingError
-from course_lib.workflow import manifest
+from course_lib.grading.kit.exercise import Graded, require_graded, resolve
 
-__all__ = ["Forbidden", "check_definition", "forbidden", "watch_calls"]
-
-
-def _resolve(dotted: str) -> Any:
-    """Import `a.b.c` as far as the module goes, then walk attributes. None if it does not exist."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return None
-        return obj
-    return None
+__all__ = ["Forbidden", "check_definition", "forbidden", "source_problems", "watch_calls"]
 
 
 @dataclass
@@ -102,29 +87,30 @@ def reference_label(reference: Any) -> str:
     return f"{reference.__module__}.{reference.__qualname__}"
 
 
-def forbidden(reference: Any) -> Forbidden:
-    """The reference itself and the shortcuts the manifest lists for the exercise of the same name."""
-    return _forbidden(reference, reference.__name__)
+def forbidden(exercise: Graded) -> Forbidden:
+    """The exercise's reference and the shortcuts its manifest entry lists."""
+    exercise = require_graded(exercise, "forbidden")
+    return _forbidden(exercise.reference, exercise.entry.shortcuts)
 
 
 @functools.cache
-def _forbidden(reference: Any, name: str) -> Forbidden:
+def _forbidden(reference: Any, shortcuts: tuple[str, ...]) -> Forbidden:
     found = Forbidden()
     found.add(reference, f"the course's reference `{reference_label(reference)}`")
-    for path in manifest.shortcuts(name):
+    for path in shortcuts:
         if path.startswith("module:"):
             package = path.removeprefix("module:")
             spec = importlib.util.find_spec(package)
             if spec is not None and spec.origin:
                 found.packages[package] = os.path.dirname(spec.origin)
             continue
-        obj = _resolve(path)
+        obj = resolve(path)
         if obj is not None:
             found.add(obj, f"`{path}`")
     return found
 
 
-def fail_message(exercise: str, label: str, how: str) -> str:
+def fail_message(exercise: Graded | str, label: str, how: str) -> str:
     """What a learner is told when the answer is, wraps or calls something forbidden (`how`: "is", "calls", ...)."""
     return (
         f"your answer {how} {label}. This exercise asks you to write `{exercise}` yourself, so it earns no "
@@ -132,7 +118,7 @@ def fail_message(exercise: str, label: str, how: str) -> str:
     )
 
 
-def _fail(exercise: str, label: str, how: str) -> GradingError:
+def _fail(exercise: Graded | str, label: str, how: str) -> GradingError:
     return GradingError(exercise, fail_message(exercise, label, how))
 
 
@@ -151,17 +137,18 @@ _ESCAPE_ATTRIBUTES = {
 }  # fmt: skip
 
 
-def source_problems(source: str, reference: Any) -> list[str]:
-    """Read an answer's source (never run it): what it uses that is forbidden for `reference` or reaches into the
+def source_problems(source: str, exercise: Graded) -> list[str]:
+    """Read an answer's source (never run it): what it uses that is forbidden for `exercise` or reaches into the
     grading machinery. Empty when nothing was found; a source that does not parse is left to the sandbox."""
     import ast
 
+    shortcuts = require_graded(exercise, "source_problems").entry.shortcuts
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    shortcut_names = {path.removeprefix("module:").split(".")[-1] for path in manifest.shortcuts(reference.__name__)}
-    modules = {path.removeprefix("module:") for path in manifest.shortcuts(reference.__name__) if "module:" in path}
+    shortcut_names = {path.removeprefix("module:").split(".")[-1] for path in shortcuts}
+    modules = {path.removeprefix("module:") for path in shortcuts if path.startswith("module:")}
     found: list[str] = []
 
     def note(what: str) -> None:
@@ -207,15 +194,15 @@ def _names_in_code(code: types.CodeType) -> Iterator[str]:
             yield from _names_in_code(const)
 
 
-def check_definition(answer: Any, reference: Any) -> None:
-    """Raise `GradingError` if `answer` is, subclasses or wraps `reference` or one of its shortcuts."""
-    exercise = reference.__name__
+def check_definition(answer: Any, exercise: Graded) -> None:
+    """Raise `GradingError` if `answer` is, subclasses or wraps the exercise's reference or one of its shortcuts."""
+    exercise = require_graded(exercise, "check_definition")
     if remote.is_remote(answer):
-        message = remote.check_definition(answer, reference_label(reference))
+        message = remote.check_definition(answer, exercise.path)
         if message is not None:
             raise GradingError(exercise, message)
         return
-    banned = forbidden(reference)
+    banned = forbidden(exercise)
     seen: set[int] = set()
 
     def match(obj: Any) -> str | None:
@@ -281,13 +268,13 @@ def check_definition(answer: Any, reference: Any) -> None:
 
 
 @contextlib.contextmanager
-def watch_calls(reference: Any) -> Iterator[None]:
-    """Fail after the body if it entered `reference` or one of its shortcuts."""
+def watch_calls(exercise: Graded) -> Iterator[None]:
+    """Fail after the body if it entered the exercise's reference or one of its shortcuts."""
     hits: list[str] = []
-    with watching(forbidden(reference), hits):
+    with watching(forbidden(exercise), hits):
         yield
     if hits:
-        raise _fail(reference.__name__, hits[0], "calls")
+        raise _fail(exercise, hits[0], "calls")
 
 
 def _import_hook(frame: types.FrameType, banned: Forbidden) -> bool:

@@ -1,4 +1,5 @@
-"""A learner's notebook keeps running past an exercise that is not done yet (COURSE_SPEC §5).
+"""A learner's notebook keeps running past an exercise that is not done yet (docs/ARCHITECTURE.md,
+Trusted grading).
 
 A visible check raises `GradingError` when an answer is missing or wrong. In a kernel, a raised error ends
 "Run All Cells": JupyterLab (and nbclient) stop at the first cell whose execute reply says "error", so the rest

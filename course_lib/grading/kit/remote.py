@@ -1,13 +1,15 @@
 """Answers that live in another process: the grader's side of trusted grading.
 
 When a notebook is graded, each exercise's answer runs in a sandbox process of its own
-(`course_lib.workflow.sandbox`). The checks run in the grader's process, unchanged, and reach the answer through a
+(`course_lib.grading.kit.sandbox`). The checks run in the grader's process, unchanged, and reach the answer through a
 `Remote`: a stand-in whose calls and attribute reads travel to the sandbox as requests, with only plain data
 coming back (`course_lib.grading.kit.codec`). Objects the answer makes that are not plain data (a module it
 built, a tokenizer instance) stay in the sandbox; the grader gets another `Remote` for them.
 
 A check that must hand an answer something that is not plain data (a model and its optimizer, for a training
-step) builds it where the answer lives with `make`, from a function of the course's graders.
+step) builds it where the answer lives with `make`, from a function of the course's graders. Checks never call
+this module: `course_lib.grading.kit.core` has the functions they use (`call_answer`, `is_instance`,
+`type_name`, `make`, ...), which come here for a Remote and act locally otherwise.
 
 So that a check behaves exactly as it does in the notebook, a call also carries the grader's torch random state
 and grad mode there and brings the random state back, and tensors, lists and dicts passed as arguments come back
@@ -42,7 +44,7 @@ __all__ = [
 
 
 class Channel(Protocol):
-    """The connection to one sandbox (`course_lib.workflow.sandbox.Sandbox`)."""
+    """The connection to one sandbox (`course_lib.grading.kit.sandbox.Sandbox`)."""
 
     def request(self, message: dict[str, Any], timeout: float) -> Any: ...
 
@@ -111,16 +113,14 @@ def catching(target: Remote) -> _Catching:
     return _Catching(target)
 
 
-def type_name(value: Any) -> str:
-    """The class name of a value, local or remote (for messages)."""
-    return value._handle.type_name if isinstance(value, Remote) else type(value).__name__
+def type_name(value: Remote) -> str:
+    """The class name of the object a Remote stands for (for messages)."""
+    return value._handle.type_name
 
 
-def is_instance(value: Any, cls: type) -> bool:
-    """`isinstance` that also answers for a remote object (by the qualified names of its classes)."""
-    if isinstance(value, Remote):
-        return f"{cls.__module__}.{cls.__qualname__}" in value._handle.classes
-    return isinstance(value, cls)
+def is_instance(value: Remote, cls: type) -> bool:
+    """Whether the object a Remote stands for is a `cls`, by the qualified names of its classes."""
+    return f"{cls.__module__}.{cls.__qualname__}" in value._handle.classes
 
 
 def check_definition(answer: Remote, reference: str) -> str | None:
@@ -217,13 +217,10 @@ def _alarm_deferred() -> Iterator[None]:
         mask(signal.SIG_SETMASK, previous)
 
 
-def make(beside: Any, factory: Any, *args: Any, **kwargs: Any) -> Any:
-    """`factory(*args, **kwargs)`, run where the answer `beside` lives: in its sandbox when it is a Remote (the
-    result comes back as a Remote), here otherwise. `factory` is a module-level function of `course_lib.grading`
-    (the sandbox builds nothing else); it runs with the grader's random state, which it leaves unchanged here."""
-    if not isinstance(beside, Remote):
-        with torch.random.fork_rng(devices=[]):
-            return factory(*args, **kwargs)
+def make(beside: Remote, factory: Any, *args: Any, **kwargs: Any) -> Any:
+    """`factory(*args, **kwargs)`, run in the sandbox of the answer `beside` (the result comes back as a Remote).
+    `factory` is a module-level function of `course_lib.grading` (the sandbox builds nothing else); it runs with
+    the grader's random state."""
     message = {
         "op": "make",
         "target": beside._handle.number,

@@ -9,9 +9,9 @@ This module is plain data: it imports nothing from the course, so anything may i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["LESSONS", "STANDARD_IMPORTS", "Exercise", "Lesson", "exercise", "lesson", "shortcuts"]
+__all__ = ["LESSONS", "STANDARD_IMPORTS", "Exercise", "Lesson", "lesson"]
 
 # Preamble of every sandbox in which a graded answer runs: what the lessons import before their exercises.
 # An answer cell may use these names, `ref` (the lesson's reference module, as the lessons bind it) and the other
@@ -29,16 +29,29 @@ _TOKENIZER_LIBRARIES = ("module:tiktoken", "module:tokenizers")
 
 @dataclass(frozen=True)
 class Exercise:
-    """One graded exercise: its answer cell's `grade_id` and what the answer must not use."""
+    """One graded exercise: its answer cell's `grade_id`, the course's reference of each name it defines, and what
+    the answer must not use. Names and signatures are fixed per exercise (docs/ARCHITECTURE.md, Exercise contract)."""
 
     name: str  # the answer cell's grade_id; test cells are `test_<name>` and `test_<name>_hidden`
     defines: tuple[str, ...] = ()  # names the answer cell defines; default (name,)
-    # Forbidden besides the course's reference of the same name: dotted paths, or "module:x" for all of package x.
+    # Forbidden besides the course's reference: dotted paths, or "module:x" for all of package x.
     shortcuts: tuple[str, ...] = ()
+    # Where the course's reference of each name in `names` is defined, as dotted paths in the same order
+    # ("course_lib.generate.top_p_filter"); left empty, its lesson fills in `<lesson.references>.<name>`.
+    references: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.references and len(self.references) != len(self.names):
+            raise ValueError(f"exercise {self.name!r}: one reference per name in {self.names}, got {self.references}")
 
     @property
     def names(self) -> tuple[str, ...]:
         return self.defines or (self.name,)
+
+    @property
+    def paths(self) -> dict[str, str]:
+        """Each name the answer defines -> the dotted path of the course's reference of that name."""
+        return dict(zip(self.names, self.references, strict=True))
 
 
 @dataclass(frozen=True)
@@ -48,11 +61,18 @@ class Lesson:
     id: str  # nbgrader assignment id = folder and notebook name
     title: str
     modules: tuple[str, ...]  # course_lib modules the lesson teaches or uses (README table)
-    references: str  # the course_lib module whose objects the exercises are checked against
+    references: str  # the teaching module the lesson binds as `ref`, and where its exercises' references are by default
     grader: str  # the course_lib.grading module whose check_<name> functions the test cells call
     data: tuple[str, ...] = ()  # data files (names in data/registry.json) the set-up cell makes sure are there
     exercises: tuple[Exercise, ...] = ()
     preamble: str = STANDARD_IMPORTS  # followed by `from course_lib import <references> as ref`
+
+    def __post_init__(self) -> None:
+        filled = tuple(
+            e if e.references else replace(e, references=tuple(f"{self.references}.{n}" for n in e.names))
+            for e in self.exercises
+        )
+        object.__setattr__(self, "exercises", filled)  # frozen: set once, here
 
     @property
     def sandbox_preamble(self) -> str:
@@ -223,32 +243,44 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "10_gpt2",
         "GPT-2",
-        modules=("gpt2", "gpt2_weights", "generate", "train", "gpt2_exercises", "char_lm", "loss_plots", "plotting"),
-        # The four references live in gpt2, generate and train; gpt2_exercises re-exports them (the objects
-        # themselves), so the one module bound as `ref` holds all four and no import cycle appears.
-        references="course_lib.gpt2_exercises",
+        modules=("gpt2", "gpt2_weights", "generate", "train", "char_lm", "loss_plots", "plotting"),
+        # `ref` is the model's module; two of the four references live where they are used (generation, the
+        # training loop of lesson 11), and each exercise names where its reference is defined.
+        references="course_lib.gpt2",
         grader="course_lib.grading.gpt2",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
-        exercises=_exercises(
-            "gpt2_parameter_count",
-            "cosine_lr",
-            "top_p_filter",
-            "attend_with_cache",
-            gpt2_parameter_count=("course_lib.gpt2.GPT2", "module:transformers"),  # build a model and count
-            top_p_filter=("module:transformers",),  # TopPLogitsWarper
-            attend_with_cache=(
-                "torch.nn.functional.scaled_dot_product_attention",
-                "torch.nn.MultiheadAttention",
-                "course_lib.gpt2.KVCache",
+        exercises=(
+            Exercise(
+                "gpt2_parameter_count",
+                references=("course_lib.gpt2.gpt2_parameter_count",),
+                shortcuts=("course_lib.gpt2.GPT2", "module:transformers"),  # build a model and count
             ),
-            cosine_lr=(
-                "torch.optim.lr_scheduler.CosineAnnealingLR",
-                "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts",
-                "torch.optim.lr_scheduler.LambdaLR",
-                "torch.optim.lr_scheduler.LinearLR",
-                "torch.optim.lr_scheduler.SequentialLR",
-                "torch.optim.lr_scheduler.OneCycleLR",
-                "module:transformers",  # get_cosine_schedule_with_warmup
+            Exercise(
+                "cosine_lr",
+                references=("course_lib.train.cosine_lr",),
+                shortcuts=(
+                    "torch.optim.lr_scheduler.CosineAnnealingLR",
+                    "torch.optim.lr_scheduler.CosineAnnealingWarmRestarts",
+                    "torch.optim.lr_scheduler.LambdaLR",
+                    "torch.optim.lr_scheduler.LinearLR",
+                    "torch.optim.lr_scheduler.SequentialLR",
+                    "torch.optim.lr_scheduler.OneCycleLR",
+                    "module:transformers",  # get_cosine_schedule_with_warmup
+                ),
+            ),
+            Exercise(
+                "top_p_filter",
+                references=("course_lib.generate.top_p_filter",),
+                shortcuts=("module:transformers",),  # TopPLogitsWarper
+            ),
+            Exercise(
+                "attend_with_cache",
+                references=("course_lib.gpt2.attend_with_cache",),
+                shortcuts=(
+                    "torch.nn.functional.scaled_dot_product_attention",
+                    "torch.nn.MultiheadAttention",
+                    "course_lib.gpt2.KVCache",
+                ),
             ),
         ),
     ),
@@ -265,17 +297,18 @@ LESSONS: tuple[Lesson, ...] = (
             "gpt2",
             "loss_plots",
         ),
-        # The three exercises' references are all reachable from course_lib.train (rank_batch is defined in
-        # train_data, next to the loader that uses it, and re-exported there), so the lesson binds one `ref`.
+        # rank_batch is defined in train_data, next to the loader that uses it; course_lib.train, the lesson's
+        # `ref`, re-exports it.
         references="course_lib.train",
         grader="course_lib.grading.train",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
-        exercises=_exercises("grad_accum_steps", "estimate_mfu", "rank_batch"),
+        exercises=(
+            Exercise("grad_accum_steps"),
+            Exercise("estimate_mfu"),
+            Exercise("rank_batch", references=("course_lib.train_data.rank_batch",)),
+        ),
     ),
 )
-
-# Shortcuts of exercises that later lessons will add (COURSE_SPEC §6), kept with the rest so the guard knows them.
-PLANNED_SHORTCUTS: dict[str, tuple[str, ...]] = {}
 
 
 def lesson(lesson_id: str) -> Lesson:
@@ -284,20 +317,3 @@ def lesson(lesson_id: str) -> Lesson:
         if entry.id == lesson_id:
             return entry
     raise KeyError(f"unknown lesson {lesson_id!r}; the manifest has {', '.join(e.id for e in LESSONS)}")
-
-
-def exercise(name: str) -> tuple[Lesson, Exercise] | None:
-    """The lesson and exercise whose answer cell is `name`, or which defines `name`; None if no exercise does."""
-    for entry in LESSONS:
-        for item in entry.exercises:
-            if name == item.name or name in item.names:
-                return entry, item
-    return None
-
-
-def shortcuts(name: str) -> tuple[str, ...]:
-    """The shortcuts forbidden for the exercise that defines `name` (empty when none are listed)."""
-    found = exercise(name)
-    if found is not None:
-        return found[1].shortcuts
-    return PLANNED_SHORTCUTS.get(name, ())

@@ -1,4 +1,5 @@
-"""A short-lived process that runs one graded answer, for trusted grading (COURSE_SPEC §5).
+"""A short-lived process that runs one graded answer, for trusted grading (docs/ARCHITECTURE.md,
+Trusted grading).
 
 `Sandbox.start` forks the grader's process: the child has the course's code exactly as the grader loaded it
 (nothing is read from disk again), runs the lesson's preamble and the answer cell's source under the from-scratch
@@ -6,11 +7,13 @@ watcher, and then serves requests — call this, read that attribute — until t
 Every message is plain data (`course_lib.grading.kit.codec`); objects the answer makes stay here, named by
 handles. The watcher stays on for the child's whole life, so everything the answer's code does is watched. A
 request that runs too long is stopped here (SIGALRM); one that does not answer at all gets the child killed.
-The child is confined (`confine.py`): a memory limit on what it allocates on top of the grader's memory, so an
-answer that allocates without bound fails with MemoryError instead of taking the grader down, and where Landlock
-is available it can write nowhere, connect nowhere and signal no process outside itself.
+The child is confined (`confine.py`, within its `Limits`): a memory limit on what it allocates on top of the
+grader's memory, so an answer that allocates without bound fails with MemoryError instead of taking the grader
+down, and where Landlock is available it can write nowhere, connect nowhere and signal no process outside itself.
 
-Fork is POSIX-only; on Windows the grader falls back to the notebook's own verdicts (`trusted.available`).
+Fork is POSIX-only; on Windows the grader falls back to the notebook's own verdicts
+(`course_lib.workflow.trusted.available`). This module is the server of the protocol whose client is `remote.py`;
+both speak `codec.py`.
 """
 
 from __future__ import annotations
@@ -28,18 +31,28 @@ from typing import Any
 
 import torch
 
-from course_lib.grading.kit import codec, guard
+from course_lib.grading.kit import codec, confine, guard
 from course_lib.grading.kit.codec import Handle, RemoteFailure
+from course_lib.grading.kit.core import DEFAULT_CALL_TIMEOUT
 from course_lib.grading.kit.errors import GradingError
+from course_lib.grading.kit.exercise import Graded
 from course_lib.grading.kit.remote import TimedOut
-from course_lib.workflow import confine
 
-__all__ = ["Ready", "Sandbox", "SandboxDied"]
+__all__ = ["Limits", "Ready", "Sandbox", "SandboxDied"]
 
 _HEADER = struct.Struct("!I")
-# How long past its own limit the answer cell may take to report back before its process is killed: the alarm
-# cannot stop a long call into C (`sum(range(10**12))`), and a loaded machine can be slow to fork.
-START_GRACE = 15.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use. A limit a check means to reach is reached by the resource, not by the clock: a
+    memory test sets a small `memory` and leaves `time` generous, so a slow machine cannot turn it into a time-out."""
+
+    time: float = DEFAULT_CALL_TIMEOUT  # seconds for the answer cell, and for a direct call of what it defines
+    memory: int | None = confine.parse_size(confine.DEFAULT_MEMORY)  # bytes on top of the grader's; None: no limit
+    # How long past `time` the answer cell may take to report back before its process is killed: the alarm cannot
+    # stop a long call into C (`sum(range(10**12))`), and a loaded machine can be slow to fork.
+    grace: float = 15.0
 
 
 class SandboxDied(RuntimeError):
@@ -93,20 +106,20 @@ class Sandbox:
         bindings: dict[str, Any],
         source: str,
         names: tuple[str, ...],
-        references: tuple[Any, ...],
-        timeout: float,
-        memory: int | None = None,
+        exercises: tuple[Graded, ...],
+        limits: Limits | None = None,
     ) -> tuple[Sandbox, Ready]:
-        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` and exports `names`;
-        `memory`: the bytes it may allocate on top of what it starts with (None: no limit)."""
+        """Fork a sandbox that runs `preamble`, binds `bindings`, runs the answer `source` under the guard of
+        `exercises` and exports `names`, within `limits` (`Limits()` when None)."""
+        limits = limits or Limits()
         parent, child = socket.socketpair()
         pid = os.fork()
         if pid == 0:  # the child never returns
             parent.close()
-            _child(child, preamble, bindings, source, names, references, timeout, memory)
+            _child(child, preamble, bindings, source, names, exercises, limits.time, limits.memory)
         child.close()
         sandbox = cls(pid, parent)
-        reply = sandbox._receive(timeout + START_GRACE)
+        reply = sandbox._receive(limits.time + limits.grace)
         return sandbox, Ready(reply["names"], reply["failure"], reply["timed_out"], reply["forbidden"])
 
     def _receive(self, timeout: float) -> Any:
@@ -231,7 +244,7 @@ def _after(value: Any) -> Any:
     return None
 
 
-def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Any]) -> None:
+def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Graded]) -> None:
     while True:
         try:
             message = _recv(sock)
@@ -246,9 +259,9 @@ def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Any]) -> N
             except Exception as exc:
                 reply["value"] = _failure(exc)
         elif op == "check_definition":
-            reference = known.get(message["reference"]) or _lookup(message["reference"])
             try:
-                guard.check_definition(target, reference=reference)
+                exercise = known.get(message["reference"]) or Graded(_lookup(message["reference"]))
+                guard.check_definition(target, exercise)
                 reply["value"] = None
             except GradingError as exc:
                 reply["value"] = exc.message
@@ -312,7 +325,7 @@ def _lookup(path: str) -> Any:
     raise LookupError(path)
 
 
-def _child(sock, preamble, bindings, source, names, references, timeout, memory) -> None:
+def _child(sock, preamble, bindings, source, names, exercises, timeout, memory) -> None:
     """Runs in the forked child and never returns."""
     code, log = 0, None
     try:
@@ -333,15 +346,15 @@ def _child(sock, preamble, bindings, source, names, references, timeout, memory)
         exec(compile(preamble, "<lesson preamble>", "exec"), namespace)
         namespace.update(bindings)
         banned = guard.Forbidden()
-        for reference in references:
-            found = guard.forbidden(reference)
+        for exercise in exercises:
+            found = guard.forbidden(exercise)
             banned.objects += found.objects
             banned.codes |= found.codes
             banned.builtins |= found.builtins
             banned.packages |= found.packages
         hits: list[str] = []
         objects = _Objects()
-        known = {guard.reference_label(r): r for r in references}  # taken before the answer can rebind them
+        known = {e.path: e for e in exercises}  # taken before the answer can rebind anything
         failure, timed_out = None, False
         with guard.watching(banned, hits):
             try:

@@ -1,7 +1,8 @@
-"""Limits for the processes that run a learner's code while a class is graded (issue 12).
+"""Limits for the processes that run a learner's code while a class is graded (docs/ARCHITECTURE.md,
+Trusted grading).
 
 Two kinds of process run a submission's code: the Jupyter kernel nbgrader starts for it, and the trusted grader's
-sandboxes (`sandbox.py`, forked from the nbgrader process). Both get:
+sandboxes (`sandbox.py` beside this module, forked from the nbgrader process). Both get:
 
 - a memory limit: RLIMIT_DATA, the private memory a process may allocate (Python objects, tensors, arrays). An
   allocation past it fails (`MemoryError`, torch's "can't allocate memory") in the cell that made it, instead of
@@ -16,8 +17,9 @@ sandboxes (`sandbox.py`, forked from the nbgrader process). Both get:
 What this does not bound: memory mapped as shared (an anonymous shared `mmap`) and memory spread over many
 processes; a limit per process is not a control group. Disk space written beneath the allowed folders.
 
-`python -m course_lib.workflow.confine [--memory SIZE] [--write DIR ...] -- COMMAND ...` applies the limits and
-then runs COMMAND in its place (exec): the course's kernel manager (`kernels.py`) starts grading kernels so.
+`python -m course_lib.grading.kit.confine [--memory SIZE] [--write DIR ...] -- COMMAND ...` applies the limits and
+then runs COMMAND in its place (exec): the course's kernel manager (`course_lib.workflow.kernels`) starts grading
+kernels so. It imports only the standard library, so a kernel starts without waiting for torch.
 """
 
 from __future__ import annotations
@@ -186,7 +188,7 @@ def restrict_writes(writable: Sequence[str | Path] = ()) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """The kernel launcher: apply the limits asked for, then exec the command (it never returns)."""
-    parser = argparse.ArgumentParser(prog="python -m course_lib.workflow.confine", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m course_lib.grading.kit.confine", description=__doc__)
     parser.add_argument("--memory", help="private memory per process, e.g. 4G")
     parser.add_argument("--write", action="append", default=[], help="a folder the command may write beneath")
     parser.add_argument("--contain-writes", action="store_true", help="refuse to run unless Landlock applies")
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.contain_writes:
             restrict_writes(args.write)
     except (ConfineError, ValueError) as exc:
-        print(f"course_lib.workflow.confine: cannot apply the grading limits ({exc}); not starting {command[0]}",
+        print(f"course_lib.grading.kit.confine: cannot apply the grading limits ({exc}); not starting {command[0]}",
               file=sys.stderr)  # fmt: skip
         sys.exit(70)
     os.execvp(command[0], command)
