@@ -3,10 +3,10 @@
     gpt2_parameter_count   parameters of a GPT-2 from its sizes              (defined in course_lib.gpt2)
     cosine_lr              linear warm-up, then cosine decay to min_lr       (defined in course_lib.train)
     top_p_filter           nucleus filtering of logits                       (defined in course_lib.generate)
-    attend_with_cache      one causal attention step over a growing KV cache (defined in course_lib.gpt2)
+    attend_with_cache      one causal attention step over a growing KV cache (defined in course_lib.multihead)
 
 Why a module of its own: the grader binds one reference module per lesson, and these four live where they are
-used — the model, generation, the training loop of lesson 11. Each is imported here, not copied, so
+used — the model and its attention, generation, the training loop of lesson 11. Each is imported here, not copied, so
 `gpt2_exercises.top_p_filter is generate.top_p_filter`: one definition, and the from-scratch guard forbids it
 under either name. Nothing imports this module but the lesson and its grader, so it adds no import cycle.
 
