@@ -13,9 +13,10 @@ Tensor shapes are written like the shape comments of the lessons:
     "B, T<=max_len, C"    with max_len=16 at most 16 positions
 
 Where checks go: at the entry points a learner calls — the exercises' reference functions, the top-level
-model's forward — never inside a layer's forward that runs within a bigger model (nor the helpers it calls,
+model's forward — not inside a layer's forward that runs within a bigger model (nor the helpers it calls,
 such as `attention_weights` or `split_heads`): there they would cost every forward pass, and a compiled forward
-must hold nothing but the model (GPT2.forward checks its inputs only when not under torch.compile).
+must hold nothing but the model (GPT2.forward checks its inputs only when not under torch.compile). A layer
+keeps only the ValueError its contract names, and MultiHeadCrossAttention the mask check lesson 07 shows.
 Constructors keep brief checks of their sizes, where a wrong value would otherwise fail later, far from its cause.
 
 Messages write the argument in backticks (`x` must be ...), except the checks of plain Python values from
