@@ -6,8 +6,8 @@
     attend_with_cache      one causal attention step over a growing KV cache (defined in course_lib.multihead)
 
 Why a module of its own: the grader binds one reference module per lesson, and these four live where they are
-used — the model and its attention, generation, the training loop of lesson 11. Each is imported here, not copied, so
-`gpt2_exercises.top_p_filter is generate.top_p_filter`: one definition, and the from-scratch guard forbids it
+used — the model, its attention, generation, the training loop of lesson 11. Each is imported here, not copied,
+so `gpt2_exercises.top_p_filter is generate.top_p_filter`: one definition, and the from-scratch guard forbids it
 under either name. Nothing imports this module but the lesson and its grader, so it adds no import cycle.
 
 Shape legend (of the functions re-exported): B batch, H heads, T new positions, P cached positions, D head
