@@ -275,7 +275,7 @@ LESSONS: tuple[Lesson, ...] = (
             ),
             Exercise(
                 "attend_with_cache",
-                references=("course_lib.gpt2.attend_with_cache",),
+                references=("course_lib.multihead.attend_with_cache",),
                 shortcuts=(
                     "torch.nn.functional.scaled_dot_product_attention",
                     "torch.nn.MultiheadAttention",
