@@ -29,9 +29,9 @@ from typing import Any
 
 import nbformat
 
+from course_lib import manifest
 from course_lib.grading.kit.core import time_limit
 from course_lib.grading.kit.errors import GradingError
-from course_lib.workflow import manifest
 
 __all__ = ["Choice", "YourCode", "load_your_code", "notebook_of"]
 
