@@ -2,8 +2,8 @@
 
     GPT2Config             frozen dataclass: sizes, dropout, vocabulary padding, attention path; presets
                            small / medium / large / xl (OpenAI's four sizes) and tiny (for tests)
-    GPT2                   token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06)
-                           -> final LayerNorm -> output head tied to the token embedding
+    GPT2                   lesson 09's GPT (embeddings -> pre-LN TransformerBlocks -> final LayerNorm -> tied
+                           head) with a config, GPT-2's initialisation, vocabulary padding and a KV cache
                            forward(idx, targets=None, cache=None) -> (logits, loss); attention_maps(idx)
     KVCache                every layer's keys and values so far, so generation feeds one new token per step
     attend_with_cache      one attention step with the cache: append k, v, attend (exercise; defined in
@@ -32,15 +32,14 @@ D head size (C / H), V vocabulary (Vp padded), L layers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from course_lib import _checks
-from course_lib.blocks import TransformerBlock
+from course_lib.gpt import GPT, init_gpt2
 from course_lib.multihead import LayerCache, attend_with_cache
 
 __all__ = ["GPT2Config", "GPT2", "KVCache", "attend_with_cache", "gpt2_parameter_count", "gpt2_flops_per_token"]
@@ -127,8 +126,8 @@ class KVCache:
         return self.layers[0].keys.shape[0]
 
 
-class GPT2(nn.Module):
-    """GPT-2: lesson 06's pre-LN TransformerBlocks between a tied embedding and output head.
+class GPT2(GPT):
+    """GPT-2: lesson 09's GPT with what GPT-2 adds — a config, GPT-2's initialisation, vocabulary padding, a cache.
 
     Lesson 10. forward(idx (B, T) long, targets (B, T) long or None, cache KVCache or None) -> logits
     (B, T, vocab_size) and the mean cross-entropy (targets equal to -100 are ignored), or None without targets.
@@ -137,40 +136,17 @@ class GPT2(nn.Module):
     """
 
     def __init__(self, config: GPT2Config) -> None:
-        super().__init__()
         _checks.instance("config", config, GPT2Config, "a GPT2Config")
-        self.config = config
-        C, Vp = config.d_model, config.padded_vocab_size
-        self.tok_emb = nn.Embedding(Vp, C)
-        self.pos_emb = nn.Embedding(config.context_length, C)  # learned positions (not sinusoids)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(C, config.n_heads, dropout=config.dropout, use_sdpa=config.use_sdpa)
-            for _ in range(config.n_layers)
+        c = config
+        super().__init__(
+            c.padded_vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.dropout, use_sdpa=c.use_sdpa
         )
-        self.ln_f = nn.LayerNorm(C)  # pre-LN leaves the stream un-normalised after the last block
-        self.lm_head = nn.Linear(C, Vp, bias=False)
-        # Weight tying (Press & Wolf 2017): one (Vp, C) matrix both embeds tokens and scores them.
-        self.lm_head.weight = self.tok_emb.weight
+        self.config = config
         self.reset_parameters()
 
-    @torch.no_grad()
     def reset_parameters(self) -> None:
-        """GPT-2's initialisation: N(0, 0.02) weights, zero biases, LayerNorms at (1, 0); the two projections
-        that write into the residual stream (attn.out_proj, mlp.fc2) get std 0.02 / sqrt(2 * n_layers), since
-        each block adds two terms to the stream and the variance of a sum grows with the number of terms."""
-        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
-        for name, module in self.named_modules():
-            if isinstance(module, nn.Linear):
-                std = residual_std if name.endswith(("attn.out_proj", "mlp.fc2")) else 0.02
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        """GPT-2's initialisation (`course_lib.gpt.init_gpt2`): N(0, 0.02), the residual projections scaled down."""
+        init_gpt2(self, self.config.n_layers)
 
     def new_cache(self, batch_size: int) -> KVCache:
         """An empty KVCache for this model, on its device and in its dtype."""
