@@ -446,3 +446,43 @@ def test_time_the_loop_times_each_part_and_puts_the_weights_back(shards):
     )
     with pytest.raises(ValueError, match="steps"):
         time_the_loop(model, config(shards, **settings), steps=1)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", marks=pytest.mark.slow),  # torch.compile on the CPU: tens of seconds
+        pytest.param(
+            "cuda",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+        ),
+    ],
+)
+def test_the_timed_steps_compile_the_model_once_for_the_run(shards, device):
+    """time_the_loop's compilation is the run's: the run after it finds the compiled graphs and compiles none,
+    so the plan, which counts the compilation once, holds."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = tiny_model(kind="gpt2")
+    settings = config(shards, device=device, compile=True, max_steps=4, eval_interval=2, eval_batches=1)
+    time_the_loop(model, settings, steps=3)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0  # the training step and the evaluation were compiled
+    train(model, settings)
+    assert counters["stats"]["unique_graphs"] == graphs
+    torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_measured_matmul_peak_does_not_exceed_the_datasheet():
+    """A datasheet peak below what the GPU measurably does would be a wrong table entry (or a wrong match of the
+    device name, say a PCIe card taken for an SXM one)."""
+    name = torch.cuda.get_device_name()
+    precision = train_setup.choose_precision("cuda", torch.cuda.get_device_capability())
+    datasheet = peak_flops(name, precision)
+    if datasheet is None:
+        pytest.skip(f"{name} is not in PEAK_FLOPS (lesson 11 measures its peak instead)")
+    assert 0 < train_setup.measure_matmul_peak("cuda", precision) <= 1.05 * datasheet

@@ -310,6 +310,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(
         f"T = {args.seq_len}, B = {args.micro_batch_size}, {args.warmup} warm-up + {args.steps} timed steps per variant"
     )
+    if peak.source == "datasheet":  # how much of the datasheet's peak plain matrix products reach here
+        matmul = train_setup.measure_matmul_peak(device, precision)
+        print(f"8192 x 8192 {precision} matmuls measured: {matmul / 1e12:,.1f} TFLOP/s ({matmul / peak.flops:.0%})")
     if device == "cpu":
         print("(on a CPU this checks the script's code path; it is not a benchmark)")
     rows = ablation(args, device, precision, peak) if args.ablation else peers(args, device, precision, peak)
