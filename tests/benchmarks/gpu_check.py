@@ -235,6 +235,7 @@ def run_lesson(args, out: Path, folder: Path, first_run: bool) -> dict:
             _find(r"^(budget: .*)$", text),
             _find(r"^tokens/s: (planned .*)$", text),
             _find(r"^(the run: .*)$", text),
+            _find(r"^(NOT EVEN \d+ STEPS FIT.*)$", text, "the plan fits the budget"),
             _find(r"^(the run reads .*)$", text),
             _find(r"^(overfitting: .*)$", text, "no overfitting line (FineWeb-Edu, or too few evaluations)"),
             f"last loss step {last_loss}",
