@@ -64,6 +64,7 @@ class Lesson:
     references: str  # the teaching module the lesson binds as `ref`, and where its exercises' references are by default
     grader: str  # the course_lib.grading module whose check_<name> functions the test cells call
     data: tuple[str, ...] = ()  # data files (names in data/registry.json) the set-up cell makes sure are there
+    colab_packages: tuple[str, ...] = ()  # pip packages the set-up cell installs on Colab when they are missing
     exercises: tuple[Exercise, ...] = ()
     preamble: str = STANDARD_IMPORTS  # followed by `from course_lib import <references> as ref`
 
@@ -302,6 +303,7 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.train",
         grader="course_lib.grading.train",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        colab_packages=("datasets",),  # FineWeb-Edu is streamed with it (section 2)
         exercises=(
             Exercise("grad_accum_steps"),
             Exercise("estimate_mfu"),

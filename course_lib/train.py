@@ -6,8 +6,9 @@
     rank_batch(...)                the block of tokens one of several processes trains on (lesson 11; it lives in
                                    train_data, with the loader that uses it, and is imported here so that the
                                    lesson's three exercises have their references in one module, its `ref`)
-    PEAK_FLOPS, peak_flops(...)    dense bf16/fp16 tensor-core peaks of common GPUs, from NVIDIA's datasheets
+    PEAK_FLOPS, peak_flops(...)    dense bf16/fp16 tensor-core peaks of common GPUs (train_setup, re-exported)
     TrainConfig, train(model, config, on_log=...)      the loop itself
+    time_the_loop(model, config)   a few steps of the loop, timed, and the model put back: what plans a run
 
 `train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (GPT-2, the CharGPT of lesson 09).
 One optimizer step: `grad_accum_steps` micro-batches, each forward under autocast (bf16 / fp16 / fp32 chosen
@@ -26,10 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
+import statistics
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -39,10 +41,11 @@ from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from course_lib.generate import sample_next_token
 from course_lib.train_data import ShardLoader, rank_batch, read_header
+from course_lib.train_setup import PEAK_FLOPS, gpu_model, peak_flops  # where a GPU's peak is looked up
 
 # rank_batch is lesson 11's third exercise, re-exported from train_data (see the docstring).
 __all__ = ["PEAK_FLOPS", "TrainConfig", "cosine_lr", "estimate_mfu", "grad_accum_steps", "peak_flops", "rank_batch"]
-__all__ += ["evaluate", "gpu_model", "main", "sample", "train"]
+__all__ += ["evaluate", "gpu_model", "main", "sample", "time_the_loop", "train"]
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -97,31 +100,6 @@ def estimate_mfu(
     _checks.positive_number("peak_flops", peak_flops)
     flops_per_token = 6 * n_params + 12 * n_layers * n_heads * d_head * seq_len
     return flops_per_token * tokens_per_second / peak_flops
-
-
-# Dense tensor-core peaks in FLOP/s. NVIDIA's datasheets give the L4 and H100 figures "with sparsity" (2:4
-# structured sparsity doubles them); training is dense, so those are halved. The T4 has no bf16 tensor cores.
-PEAK_FLOPS: dict[str, dict[str, float]] = {
-    "T4": {"fp16": 65e12},  # T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32)
-    "L4": {"bf16": 242e12 / 2, "fp16": 242e12 / 2},  # L4 datasheet: 242 TFLOPS with sparsity
-    "A100": {"bf16": 312e12, "fp16": 312e12},  # A100 datasheet: 312 TFLOPS dense (624 with sparsity)
-    "H100 SXM": {"bf16": 1979e12 / 2, "fp16": 1979e12 / 2},  # H100 datasheet: 1,979 TFLOPS with sparsity
-    "H100 NVL": {"bf16": 1671e12 / 2, "fp16": 1671e12 / 2},  # 1,671 with sparsity
-    "H100 PCIe": {"bf16": 1513e12 / 2, "fp16": 1513e12 / 2},  # 1,513 with sparsity
-}
-
-
-def gpu_model(name: str) -> str | None:
-    """The PEAK_FLOPS key of a CUDA device name ("Tesla T4" -> "T4", "NVIDIA H100 80GB HBM3" -> "H100 SXM")."""
-    if re.search(r"\bH100\b", name):
-        return next((f"H100 {form}" for form in ("PCIe", "NVL") if form.lower() in name.lower()), "H100 SXM")
-    return next((key for key in ("T4", "L4", "A100") if re.search(rf"\b{key}\b", name)), None)
-
-
-def peak_flops(name: str, precision: str) -> float | None:
-    """Peak FLOP/s of the GPU called `name` in `precision` ("bf16"/"fp16"); None if the table has no entry."""
-    model = gpu_model(name)
-    return PEAK_FLOPS[model].get(precision) if model else None
 
 
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
@@ -226,7 +204,8 @@ def train(
     """Train `model` as `config` says; returns the log records (rank 0) and passes each to `on_log` as it comes.
 
     Records: {"kind": "train", "step", "loss", "lr", "grad_norm", "dt_s", "tokens_per_s", "mfu"},
-    {"kind": "eval", "step", "val_loss"}, {"kind": "sample", "step", "text"}, {"kind": "checkpoint", ...}.
+    {"kind": "eval", "step", "val_loss"}, {"kind": "sample", "step", "text"}, {"kind": "checkpoint", ...}; each
+    also has "elapsed_s", the seconds since `train` was called, taken when the record was made.
     With `resume`, training continues from `config.checkpoint_path` (if it exists) exactly where it stopped.
     """
     cfg, started, records = config, time.perf_counter(), []
@@ -239,6 +218,7 @@ def train(
 
     def log(record: dict) -> None:
         if dist.is_main:
+            record["elapsed_s"] = time.perf_counter() - started
             records.append(record)
             if on_log:
                 on_log(record)
@@ -342,6 +322,34 @@ def train(
     if cfg.checkpoint_path:
         save(cfg.max_steps)
     return records
+
+
+def time_the_loop(model: nn.Module, config: TrainConfig, steps: int = 5) -> dict:
+    """Lesson 11: what one step of `config`'s run costs, measured before the run is planned.
+
+    Runs `steps` optimizer steps of the loop on `model` (compiling it first if `config.compile`), with an
+    evaluation before and after them, a sample and a checkpoint (in a temporary folder), then puts the model's
+    weights back, so the run itself starts from the same weights. The compiled code stays cached for the run.
+    Returns seconds: "first_step_s" (compilation included), "step_s" (median of the other steps), "eval_s",
+    "sample_s", "checkpoint_s" (each the last one, when nothing compiles any more) and "total_s"."""
+    _checks.int_between("steps", steps, 2, note="the first step compiles; the others are timed")
+    weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    with tempfile.TemporaryDirectory(prefix="time-the-loop-") as folder:
+        probe = replace(
+            config, max_steps=steps, warmup_steps=min(config.warmup_steps, steps - 1), checkpoint_interval=0,
+            eval_interval=steps if config.eval_interval else 0, sample_interval=steps if config.sample_interval else 0,
+            checkpoint_path=str(Path(folder) / "probe.pt"), max_time_s=None,
+        )  # fmt: skip
+        records = train(model, probe)
+    model.load_state_dict(weights)
+
+    def last(kind: str) -> float:  # the last record of a kind: the seconds from the record before it to it
+        at = [i for i, r in enumerate(records) if r["kind"] == kind]
+        return records[at[-1]]["elapsed_s"] - records[at[-1] - 1]["elapsed_s"] if at else 0.0
+
+    times = [r["dt_s"] for r in records if r["kind"] == "train"]
+    timed = {"first_step_s": times[0], "step_s": statistics.median(times[1:]), "eval_s": last("eval")}
+    return timed | {"sample_s": last("sample"), "checkpoint_s": last("checkpoint"), "total_s": records[-1]["elapsed_s"]}
 
 
 def _ranks(dist: train_setup.Distributed) -> dict:

@@ -76,6 +76,25 @@ def test_fast_cpu_preset_builds_a_char_gpt_at_nanogpts_size():
     assert ct.FAST_CPU.lr_decay_iters <= ct.FAST_CPU.max_iters
 
 
+def test_recipes_never_pin_the_thread_count(shakespeare):
+    """The presets leave torch's threads alone; a benchmark that pins them gets its count back afterwards."""
+    assert ct.FAST_CPU.num_threads is None and ct.NANOGPT_CPU.num_threads is None
+    train, _, vocab = shakespeare
+    before = torch.get_num_threads()
+    seen = []
+    config = TINY.replace(max_iters=2, num_threads=None)
+    ct.train_char_model(_tiny_model(vocab), train, config, callback=lambda e: seen.append(torch.get_num_threads()))
+    assert seen == [before, before]
+    pinned = []
+    ct.train_char_model(
+        _tiny_model(vocab),
+        train,
+        config.replace(num_threads=1),
+        callback=lambda e: pinned.append(torch.get_num_threads()),
+    )
+    assert pinned == [1, 1] and torch.get_num_threads() == before
+
+
 # ---------------------------------------------------------------------------------------------- batches
 
 

@@ -60,7 +60,7 @@ if "google.colab" in sys.modules:
         pip = [sys.executable, "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "-e", "/content/course"], check=True)
     sys.path.insert(0, "/content/course")
-
+{colab_packages}
 from course_lib.lesson import start_lesson
 
 start_lesson("{lesson}", data={data!r})"""
@@ -83,6 +83,26 @@ def repo_url() -> str:
     """The repository's public URL: written once, in pyproject.toml [project.urls] Repository."""
     with open(REPO_ROOT / "pyproject.toml", "rb") as f:
         return tomllib.load(f)["project"]["urls"]["Repository"]
+
+
+COLAB_PACKAGES = """
+    import importlib
+    import importlib.util
+
+    missing = [name for name in {packages!r} if importlib.util.find_spec(name) is None]
+    if missing:  # packages this lesson uses that Colab may lack
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+        importlib.invalidate_caches()
+"""
+
+
+def _colab_packages(lesson: str) -> str:
+    """The set-up cell's lines that install the lesson's extra packages on Colab (none for most lessons)."""
+    try:
+        packages = list(manifest.lesson(lesson).colab_packages)
+    except KeyError:
+        return ""
+    return COLAB_PACKAGES.format(packages=packages) if packages else ""
 
 
 def _lesson_data(lesson: str) -> list[str]:
@@ -109,7 +129,9 @@ def grade_id(cell) -> str | None:
 def render_source(nb, lesson: str, url: str):
     """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
     badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
-    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson)))
+    setup = nbformat.v4.new_code_cell(
+        SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson), colab_packages=_colab_packages(lesson))
+    )
     setup.metadata["nbgrader"] = {
         "grade": False,
         "grade_id": SETUP_ID,

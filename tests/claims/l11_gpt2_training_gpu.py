@@ -22,6 +22,7 @@ COUNTER = "with FlopCounterMode(display=False) as counter:"
 EXPECTED = "ASSUMED_MFU = 0.40"
 FP16 = "gradient = torch.tensor(1e-8)"
 PLANS = "def gpu_plan("
+READS = "SMOKE_BUDGET_S = 30"
 RUN = "on_log, finish = live_log("
 RESUME = "resumed = ref.train(fresh"
 ATOMIC = 'broken = {"step": 99'
@@ -55,7 +56,9 @@ def c_gpus(nb):
     h100_vs_a100 = table["H100 SXM"][2] / table["A100"][2]
     require(4.5 < a100_vs_t4 < 5.0, f"an A100 almost five times a T4 on paper: {a100_vs_t4:.2f}")
     require(2.8 < h100_vs_a100 < 3.3, f"an H100 about three times an A100: {h100_vs_a100:.2f}")
-    require("peak ASSUMED" in output(nb, GPUS), "the CPU's peak is stated as an assumption")
+    text = output(nb, GPUS)
+    measured = number(text, rf"peak MEASURED: {FLOAT} GFLOP/s \(fp32 matmuls on cpu", "measured peak")
+    require(measured > 0, f"the CPU's peak is measured, and said to be: {measured}")
 
 
 def c_data(nb):
@@ -110,6 +113,11 @@ def c_fp16(nb):
 def c_plans(nb):
     found = rows(output(nb, PLANS), r"micro-batch\s+(\d+) x 1024,\s+(\d+) micro-batches per step", "plans", 4)
     require(all(int(b) * int(a) * 1024 == 2**17 for b, a in found), f"accumulation x micro-batch = 2**17: {found}")
+
+
+def c_reads(nb):
+    passes = number(output(nb, READS), rf"whole steps can read [\d,]+: {FLOAT} passes$", "passes")
+    require(0 < passes <= 0.015, f"the smoke run reads about 1 % of the train split, no token twice: {passes}")
 
 
 def c_run(nb):
@@ -168,6 +176,7 @@ CLAIMS = [
         [
             Break(TABLE, GPUS, r"(?m)^(T4\s+\S+\s+\S+ GB\s+)fp16", r"\g<1>bf16"),
             Break(MARGIN, GPUS, r"(?m)^(A100 .*\s)312\.0$", r"\g<1>130.0"),
+            Break(MARGIN, GPUS, r"(?<=peak MEASURED: )[\d,]+", "0"),
         ],
     ),
     Claim(
@@ -216,6 +225,11 @@ CLAIMS = [
         "each GPU plan's micro-batches add up to 2**17 tokens a step",
         c_plans,
         [Break(TABLE, PLANS, r"(?m)(micro-batch\s+16 x 1024,\s+)8 micro", r"\g<1>12 micro")],
+    ),
+    Claim(
+        "the smoke run reads about 1 % of Tiny Shakespeare's train split: no token twice",
+        c_reads,
+        [Break(MARGIN, READS, r"\S+ passes$", "1.40 passes")],
     ),
     Claim(
         "fp32 on the CPU without fused AdamW; the loss falls from about ln 50,257 = 10.8",
