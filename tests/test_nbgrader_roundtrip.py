@@ -1,4 +1,4 @@
-"""Real nbgrader runs on temporary copies of the course (COURSE_SPEC §5).
+"""Real nbgrader runs on temporary copies of the course (docs/ARCHITECTURE.md, "Trusted grading").
 
 One class per lesson goes through generate_assignment → autograde → generate_feedback. Every lesson's class has
 these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
