@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-write-containment",
         dest="contain_writes",
         action="store_false",
-        help="let submissions' kernels write anywhere you can (only detected, for some folders); see the README",
+        help="let submissions' kernels write anywhere you can (only detected, for some folders); see docs/GRADING.md",
     )
     args = parser.parse_args(argv)
     try:

@@ -4,6 +4,7 @@ training runs on Tiny Shakespeare (the loss falls, one seed gives one history, t
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -185,9 +186,10 @@ def test_time_budget_is_honoured(shakespeare):
     history = ct.train_char_model(_tiny_model(vocab), train, config, val_data=val)
     assert history.stop_reason == "time_budget"
     assert history.wall_s >= 1.5
-    # over by at most the last step and the final evaluation: each is far shorter than the budget
-    step_s = max(b - a for a, b in zip(history.train_s, history.train_s[1:], strict=False))
-    assert history.wall_s < 1.5 + step_s + (history.wall_s - history.train_s[-1]) + 0.1
+    # Over by at most the last step and the final evaluation, measured on the run's own clocks: the check before the
+    # last step saw less than 1.5 s, so this holds however slow the machine (one step or thousands).
+    step_s = max(b - a for a, b in itertools.pairwise([0.0, *history.train_s]))
+    assert history.wall_s < 1.5 + step_s + (history.wall_s - history.train_s[-1])
 
 
 def test_target_stops_at_first_evaluation_below_it(shakespeare):

@@ -5,7 +5,7 @@ LMS, with broken and hostile ones among them. Two workers grade it into one grad
 release is never touched, a submission already collected is never overwritten, every submission gets one clear
 outcome (graded, or "could not be graded" with the reason in one line), a kernel that dies costs only the
 exercise that killed it, grades.csv and the "what the class got wrong" report say what the gradebook holds.
-Hostile submissions (issue 12): a memory bomb in an answer cell and one in a function the checks call (the
+Hostile submissions: a memory bomb in an answer cell and one in a function the checks call (the
 per-process limit ends each, in the kernel and in the sandbox), a cell printing 100 MB (cut as it arrives), and
 cells a student added that attack the gradebook and other students' folders (Landlock refuses the writes; where
 it cannot, a second class shows what is detected instead). Each is one line of the class report.
@@ -290,7 +290,7 @@ def test_a_cell_printing_100_mb_is_graded_and_cut(graded):
         f"- **printer**: graded; output cut in `{first}` (this cell's outputs came to {PRINTED + 1:,} characters; "
         f"{PRINTED + 1 - 100_000:,} of them were dropped as they arrived.)"
     )
-    # The nbgrader workers' peak memory is reported (measured figures: README, "Trusted verdicts").
+    # The nbgrader workers' peak memory is reported (measured figures: docs/MEASUREMENTS.md).
     assert result.peak_mib > 0
     assert f"- note: the nbgrader processes peaked at {result.peak_mib} MiB" in (course / "class_report.md").read_text()
 

@@ -23,7 +23,7 @@ from tests.test_course import _Config
 
 
 def _python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     return result.stdout.strip()
 
 
@@ -51,7 +51,7 @@ def test_the_kernel_skips_the_import_and_binds_no_name():
     nb.cells = [
         nbformat.v4.new_code_cell("print(__import__('sys').modules.get('rfc3987_syntax', 'absent'), 'sys' in dir())")
     ]
-    execute(nb, timeout=60, extra_arguments=list(KERNEL_ARGUMENTS))
+    execute(nb, timeout=600, extra_arguments=list(KERNEL_ARGUMENTS))
     assert nb.cells[0].outputs[0]["text"].strip() == "None False"
 
 
