@@ -188,6 +188,9 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.blocks",
         grader="course_lib.grading.blocks",
         data=(),
+        # The block and the encoder layer are built on lesson 05's MultiHeadAttention: in the notebook the learner's
+        # own where it passed its checks (course_lib.lesson.your_code), in a graded answer's sandbox the course's.
+        preamble=STANDARD_IMPORTS + "from course_lib.multihead import MultiHeadAttention\n",
         exercises=_exercises(
             "layer_norm",
             "FeedForward",
