@@ -18,9 +18,10 @@ from nbgrader.api import Gradebook
 
 from course_lib.workflow import instructor, nbgrader_ext
 from course_lib.workflow.class_report import GRADES_FILE, write_grades
-from course_lib.workflow.course import release, run_nbgrader
+from course_lib.workflow.course import CourseError, release, run_nbgrader, visible_only_source
+from course_lib.workflow.nbgrader_ext import strip_hidden_tests
 from tests import classbook
-from tests.nbtools import ROOT, read, release_path, source_path
+from tests.nbtools import ROOT, grade_id, read, release_path, source_path
 
 REPO = ROOT.parent
 LESSON = "00_welcome"
@@ -180,3 +181,41 @@ def test_the_learners_copy_opens_unmodified(tmp_path):
     assert [c.source for c in copied.cells] == [c.source for c in released.cells]
     assert nbformat.writes(copied) != nbformat.writes(released)
     assert os.environ.get("PATH")  # (the kernel metadata is read without starting a kernel)
+
+
+def test_feedback_goes_into_a_folder_per_student(tmp_path):
+    course, dest = tmp_path / "course", tmp_path / "out"
+    for student in ("ann", "bob"):
+        page = course / "feedback" / student / LESSON / f"{LESSON}.html"
+        page.parent.mkdir(parents=True)
+        page.write_text(f"<html>{student}'s feedback</html>", encoding="utf-8")
+    (course / "feedback" / "cy" / "01_tokenization").mkdir(parents=True)  # another lesson: not this one's
+    copied = instructor.distribute_feedback(course, LESSON, dest)
+    assert copied == {s: dest / s / f"{LESSON}.html" for s in ("ann", "bob")}
+    assert (dest / "ann" / f"{LESSON}.html").read_text(encoding="utf-8") == "<html>ann's feedback</html>"
+    assert sorted(p.name for p in dest.iterdir()) == ["ann", "bob"]
+    with pytest.raises(CourseError, match="no feedback for 02_embeddings"):
+        instructor.distribute_feedback(course, "02_embeddings", dest)
+    assert "-m course_lib feedback 00_welcome --to" in _make("-n", "feedback", f"LESSON={LESSON}", "DEST=x").stdout
+    assert "-m course_lib handout" in _make("-n", "handout", "DEST=x").stdout
+
+
+def test_a_visible_only_source_scores_the_visible_checks_and_releases_the_same_student_version():
+    """Without the instructor source (a hand-out), self-grading's nbgrader course is made from the student version:
+    each hidden test cell repeats the visible checks for no points, inside a hidden region, so the student version
+    it releases is the one shipped and the hidden cells as submitted are not taken for edited ones."""
+    released = read(release_path(LESSON))
+    source = visible_only_source(released)
+    assert [c.source for c in released.cells if not _hidden(c)] == [c.source for c in source.cells if not _hidden(c)]
+    for cell in filter(_hidden, source.cells):
+        assert cell.metadata["nbgrader"]["points"] == 0
+        visible = next(c for c in source.cells if grade_id(c) == grade_id(cell).removesuffix("_hidden")).source
+        assert strip_hidden_tests(cell.source).strip() == next(
+            c.source for c in released.cells if grade_id(c) == grade_id(cell)
+        )
+        assert visible.splitlines()[-1] in cell.source  # the visible check's call
+    assert all("checksum" not in c.metadata.get("nbgrader", {}) for c in source.cells)
+
+
+def _hidden(cell) -> bool:
+    return (grade_id(cell) or "").endswith("_hidden")

@@ -149,5 +149,5 @@ def test_normalising_drops_names_comments_docstrings_and_formatting():
 def test_a_flag_names_the_exercise_and_the_reference():
     (match,) = _flagged("layer_norm", _renamed(_solution("layer_norm"), "layer_norm"))
     assert match.exercise == "layer_norm" and match.score >= DEFAULT_THRESHOLD
-    assert str(match).startswith("`layer_norm` is ") and "like " in str(match)
+    assert str(match) == f"`layer_norm` {match.score:.0%} like {match.reference}"
     assert _flagged("layer_norm", INDEPENDENT["layer_norm"][2], threshold=0.99) == []

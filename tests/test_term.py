@@ -100,8 +100,9 @@ def test_first_round_grades_marks_late_and_trusts_the_instructors_source(term):
     # a copier would: flagged for a person to look at, and still full marks (a flag never changes a score)
     report = after["report"]
     assert "- **bob**: graded; late by 2 h 5 min" in report
-    assert "- **carol**: graded; look at: `count_characters`" in report and "no points were taken" in report
-    assert "flagged" not in report.split("- **carol**")[1].splitlines()[0]
+    carol = next(line for line in report.splitlines() if line.startswith("- **carol**: graded; look at: "))
+    assert "no points were taken" in carol and "`normalize_rows` 100% like the instructor's solution" in carol
+    assert "flagged" not in carol
     assert f"| `{name}` | 1 of 3 |" in report
 
 

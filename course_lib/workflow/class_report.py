@@ -95,8 +95,11 @@ def _solutions(course: Path, lesson: str) -> dict[str, str]:
     }
 
 
-def copy_flags(course: Path, lesson: str, student: str, threshold: float) -> list[similarity.Match]:
-    """The answers of a student's submission that look like the course's code with names changed."""
+def copy_flags(course: Path, lesson: str, student: str, threshold: float | None) -> list[similarity.Match]:
+    """The answers of a student's submission that look like the course's code with names changed (none when
+    `threshold` is None: not looked for)."""
+    if threshold is None:
+        return []
     try:
         nb = nbformat.read(course / "submitted" / student / lesson / f"{lesson}.ipynb", as_version=4)
     except (OSError, ValueError, AttributeError):
@@ -109,7 +112,7 @@ def copy_flags(course: Path, lesson: str, student: str, threshold: float) -> lis
     return similarity.suspicious(answers, lesson, threshold, _solutions(course, lesson))
 
 
-def write_grades(course: Path, path: Path, copy_threshold: float = similarity.DEFAULT_THRESHOLD) -> Path:
+def write_grades(course: Path, path: Path, copy_threshold: float | None = similarity.DEFAULT_THRESHOLD) -> Path:
     """`class_grades.csv` (see module docstring) from the course's gradebook."""
     with Gradebook(f"sqlite:///{(course / 'gradebook.db').resolve()}") as gradebook:
         lessons = _lessons(gradebook)
@@ -240,7 +243,9 @@ def _messages(nb, exercises: list[str]) -> dict[str, set[str]]:
     return said
 
 
-def write_report(course: Path, results, path: Path, copy_threshold: float = similarity.DEFAULT_THRESHOLD) -> Path:
+def write_report(
+    course: Path, results, path: Path, copy_threshold: float | None = similarity.DEFAULT_THRESHOLD
+) -> Path:
     """`class_report.md` (see module docstring) for the lessons in `results` (`classroom.ClassResult`)."""
     lines = ["# What the class got wrong", ""]
     with Gradebook(f"sqlite:///{(course / 'gradebook.db').resolve()}") as gradebook:
@@ -268,7 +273,10 @@ def write_report(course: Path, results, path: Path, copy_threshold: float = simi
                 copied = copy_flags(course, lesson, student, copy_threshold)
                 if copied:
                     copied_ones += 1
-                    found_remarks.append("look at: " + ", ".join(map(str, copied)) + " (no points were taken for this)")
+                    found_remarks.append(
+                        "look at: answers that read like the course's code with other names (no points were taken "
+                        "for this): " + ", ".join(map(str, copied))
+                    )
                 if found_remarks:
                     lines.append(f"- **{student}**: graded; " + "; ".join(found_remarks))
                 for exercise, messages in _messages(nb, exercises).items():
@@ -281,8 +289,9 @@ def write_report(course: Path, results, path: Path, copy_threshold: float = simi
                 lines += ["", "Resubmitted and graded again now (the earlier submissions are kept in history/):"]
                 lines += [f"- {line}" for line in result.resubmitted]
             summary = f"{graded} graded submission(s) in the gradebook, {flagged} flagged, {late_ones} late"
-            summary += f", {copied_ones} with answers that look copied (similarity at least {copy_threshold:g})."
-            lines += ["", summary, ""]
+            if copy_threshold is not None:
+                summary += f", {copied_ones} with answers that look copied (similarity at least {copy_threshold:g})"
+            lines += ["", summary + ".", ""]
             lines += ["| exercise | students who lost points | most frequent messages (students) |", "|---|---|---|"]
             for exercise in exercises:
                 top = "<br>".join(f"{m.replace('|', '/')} ({n})" for m, n in said[exercise].most_common(3))

@@ -292,11 +292,12 @@ def grade_class(
     memory: str | None = None,
     contain_writes: bool = True,
     deadline: datetime | None = None,
-    copy_threshold: float = DEFAULT_THRESHOLD,
+    copy_threshold: float | None = DEFAULT_THRESHOLD,
 ) -> list[ClassResult]:
     """Steps 1–5 of the module docstring for each lesson; returns what happened to each. `memory` and
     `contain_writes` override `GradingLimits` in nbgrader_config.py (see course_lib/workflow/kernels.py);
-    `deadline` (aware) becomes each lesson's due date; `copy_threshold`: see `similarity.py`."""
+    `deadline` (aware) becomes each lesson's due date; `copy_threshold`: see `similarity.py` (None: answers are not
+    compared)."""
     course = (course or course_root()).resolve()
     limits = _limit_options(memory, contain_writes)
     results = []

@@ -141,7 +141,7 @@ class Match:
     score: float
 
     def __str__(self) -> str:
-        return f"`{self.exercise}` is {self.score:.0%} like {self.reference} (names changed?)"
+        return f"`{self.exercise}` {self.score:.0%} like {self.reference}"
 
 
 def _helpers(function) -> list[str]:
