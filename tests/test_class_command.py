@@ -202,7 +202,7 @@ def test_a_replaced_submission_is_kept_in_the_history(graded):
     submitted = course / "submitted" / "kept" / LESSON / f"{LESSON}.ipynb"
     assert nbformat.writes(read(submitted)) == nbformat.writes(read(release_path(LESSON)))
     assert _grades(course)["kept"][LESSON] == "0"  # the new file: the student version, untouched
-    assert result.resubmitted == ["kept: resubmitted, regraded not graded → 0/15"]
+    assert result.resubmitted == ["kept: resubmitted, graded 0/15 (the earlier file had not been graded)"]
 
 
 def test_every_submission_gets_one_outcome(graded):

@@ -341,6 +341,8 @@ def record_history(course: Path, lesson: str, resubmitted: dict[str, Earlier]) -
                 lines.append(
                     f"{student}: resubmitted, the new file could not be graded (earlier {earlier.shown}, in {kept})"
                 )
+            elif earlier.score is None:
+                lines.append(f"{student}: resubmitted, graded {now} (the earlier file had not been graded)")
             else:
                 lines.append(f"{student}: resubmitted, regraded {earlier.shown} → {now}")
     return lines
