@@ -5,6 +5,7 @@ The whole path runs through real nbgrader in tests/test_class_command.py and tes
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -132,6 +133,10 @@ def test_a_changed_submission_is_collected_and_the_earlier_one_kept_in_the_histo
     old = collect_folder(course, "L", inbox)
     assert old.copied == [] and "an earlier one" in old.notes[0]
     assert "x = 2" in (course / "submitted" / "ann" / "L" / "L.ipynb").read_text(encoding="utf-8")
+    nbformat.write(_notebook("x = 3"), inbox / "ann.ipynb")  # another file, but received before the collected one
+    os.utime(inbox / "ann.ipynb", (1e9, 1e9))
+    older = collect_folder(course, "L", inbox)
+    assert older.copied == [] and "was received earlier" in older.notes[0]
 
 
 def test_reason_is_one_line_naming_the_cause():

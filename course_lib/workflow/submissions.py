@@ -6,8 +6,8 @@ execution counts and metadata left out, so a notebook saved again after running 
 
 - **new**: copied to `submitted/<student>/<lesson>/<lesson>.ipynb` with nbgrader's `timestamp.txt` beside it;
 - **unchanged**: the same content as the one in `submitted/`: left alone, and not graded again;
-- **an earlier one again**: the same content as one in the student's history: not collected (an old copy in the
-  inbox never replaces a newer submission), with a note;
+- **an earlier one**: the same content as one in the student's history, or received before the submission
+  collected: not collected (an old copy in an inbox never replaces a newer submission), with a note;
 - **resubmitted**: the submission in `submitted/`, its graded notebook and its feedback are moved to
   `history/<student>/<lesson>/<received>/`, with its scores and any manual grading from the gradebook in
   `grade.json`; its row is removed from the gradebook (so the new file's grade starts clean: a manual score given
@@ -222,6 +222,14 @@ def collect(course: Path, lesson: str, incoming: dict[str, Incoming]) -> Collect
                 result.notes.append(
                     f"{student}: {sub.path} is the submission kept in {HISTORY}/{student}/{lesson}/"
                     f"{earlier[new_print]}/, an earlier one; the current submission was kept"
+                )
+                continue
+            current = received_at(target)
+            if sub.received < current:
+                result.notes.append(
+                    f"{student}: {sub.path} differs from the submission collected, but was received earlier "
+                    f"({sub.received:%Y-%m-%d %H:%M} UTC, the collected one {current:%Y-%m-%d %H:%M} UTC); "
+                    "the collected one was kept"
                 )
                 continue
             result.resubmitted[student] = archive(course, lesson, student)
