@@ -309,15 +309,11 @@ def grade_class(
         notes = add_to_gradebook(course, lesson)
         if deadline is not None:
             submissions.set_deadline(course, lesson, deadline)
-        collected = submissions.Collected()
-        for source in ([collect_exchange(course, lesson)] if exchange else []) + (
-            [collect_folder(course, lesson, folder)] if folder is not None else []
-        ):
-            collected.new += source.new
-            collected.resubmitted |= source.resubmitted
-            collected.unchanged += source.unchanged
-            collected.notes += source.notes
-        if exchange or folder is not None:
+        sources = [collect_exchange(course, lesson)] if exchange else []
+        if folder is not None:
+            sources.append(collect_folder(course, lesson, folder))
+        collected = submissions.Collected.merged(sources)
+        if sources:
             print(f"{lesson}: {_collected(collected)}", file=sys.stderr)
         notes += collected.notes
         students = students_to_grade(course, lesson, regrade)

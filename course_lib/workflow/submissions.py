@@ -164,6 +164,17 @@ class Collected:
     def copied(self) -> list[str]:
         return self.new + list(self.resubmitted)
 
+    @classmethod
+    def merged(cls, parts: list[Collected]) -> Collected:
+        """One collection from several (the exchange's, then a folder's)."""
+        out = cls()
+        for part in parts:
+            out.new += part.new
+            out.resubmitted |= part.resubmitted
+            out.unchanged += part.unchanged
+            out.notes += part.notes
+        return out
+
 
 def find_incoming(folder: Path, lesson: str, student_id) -> tuple[dict[str, Incoming], list[str]]:
     """The submissions of `lesson` in `folder`: `<student>.ipynb`, `<student>/<any name>.ipynb` (one notebook, or the
