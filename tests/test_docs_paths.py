@@ -21,6 +21,7 @@ _PATH = re.compile(r"`([A-Za-z0-9_./-]+)`")
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 # made at run time (git-ignored): by grading a class, by downloads
 _MADE_LATER = {"notebooks/gradebook.db", "notebooks/grades.csv", "notebooks/class_report.md", "data/cache"}
+_MADE_LATER |= {"notebooks/class_grades.csv", "notebooks/history", "notebooks/history/history.csv"}
 
 
 def named_paths(text: str) -> list[str]:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.nbtools import LESSONS, stop_process_group
+from course_lib.workflow.workspace import kernel_metadata
+from tests.nbtools import LESSONS, read, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -69,9 +70,10 @@ def test_make_lab_opens_the_learners_copies_without_instructor_tools(tmp_path):
         if CHROMIUM is not None:
             _shows_lessons_and_no_nbgrader(url)
     assert mine.read_text(encoding="utf-8") == "a learner's file: never overwritten"
-    for lesson in LESSONS[1:]:
-        copy = work / lesson / f"{lesson}.ipynb"
-        assert copy.read_bytes() == (ROOT / "notebooks" / "release" / lesson / f"{lesson}.ipynb").read_bytes()
+    for lesson in LESSONS[1:]:  # the student version, with the kernel's metadata (tests/test_lab_clean.py)
+        copy = read(work / lesson / f"{lesson}.ipynb")
+        assert copy.cells == read(ROOT / "notebooks" / "release" / lesson / f"{lesson}.ipynb").cells
+        assert copy.metadata["kernelspec"] == kernel_metadata()["kernelspec"]
     text = (tmp_path / "lab.log").read_text()
     assert "nbgrader.server_extensions" not in text, text  # no nbgrader server extension was loaded
     assert not (ROOT / "work").exists() or (ROOT / "work").is_dir()  # WORK= was honoured; nothing else written
