@@ -247,7 +247,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "10_gpt2",
         "GPT-2",
-        modules=("gpt2", "gpt2_weights", "generate", "train", "char_lm", "loss_plots", "plotting"),
+        modules=("gpt2", "gpt2_weights", "gpt", "generate", "train", "char_lm", "loss_plots", "plotting"),
         # `ref` is the model's module; two of the four references live where they are used (generation, the
         # training loop of lesson 11), and each exercise names where its reference is defined.
         references="course_lib.gpt2",
