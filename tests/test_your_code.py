@@ -35,6 +35,10 @@ def test_solved_lessons_give_your_classes_and_the_banner_says_so(work):
     assert yours.MultiHeadAttention is not multihead.MultiHeadAttention
     assert yours.TransformerBlock is not blocks.TransformerBlock
     assert yours.TransformerBlock.__module__ == "your_06_transformer_blocks"
+    # Your lesson 06 block is built on your lesson 05 attention (lesson 06's answer cells do not import one).
+    block = yours.TransformerBlock(8, 2)
+    assert type(block.attn) is yours.MultiHeadAttention
+    assert type(block.attn).__module__ == "your_05_multi_head_attention"
     assert yours.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock"]) == (
         "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06)."
     )
@@ -63,7 +67,7 @@ def test_a_wrong_answer_falls_back_with_the_checks_message_and_later_answers_bui
     assert "visible check says" in yours.choices["MultiHeadAttention"].reason
     assert yours.yours("TransformerBlock")
     block = yours.TransformerBlock(8, 2)
-    assert isinstance(block.attn, multihead.MultiHeadAttention)  # the reference stood in for the wrong answer
+    assert type(block.attn) is multihead.MultiHeadAttention  # the reference stood in for the wrong answer
 
 
 def test_no_notebook_and_graded_runs_give_references(work, monkeypatch):

@@ -59,9 +59,10 @@ def emb_gradient_counts(nb):
 
 def emb_timing_table(nb):
     text = output(nb, TIMING)
-    lookup = number(text, rf"^lookup:\s+{FLOAT} ms", "lookup time")
-    product = number(text, rf"^product:\s+{FLOAT} ms", "product time")
-    require(lookup > 0 and product > 0, f"timings not printed:\n{text}")
+    # Both timings are printed (`number` fails when one is missing); their values are not asserted, not even that
+    # they are above zero: a lookup that takes under 5 microseconds prints as 0.00 ms.
+    number(text, rf"^lookup:\s+{FLOAT} ms", "lookup time")
+    number(text, rf"^product:\s+{FLOAT} ms", "product time")
     require(number(text, r"one-hot matrix of (\d+) MB", "size of the one-hot matrix") == 26, f"not 26 MB:\n{text}")
     require("same result: True" in text, f"lookup and product differ:\n{text}")
 
@@ -240,7 +241,6 @@ CLAIMS = [
         [
             Break(EXACT, TIMING, r"\d+(?= MB)", "52"),
             Break(SHOWN, TIMING, r"(?<=same result: )True", "False"),
-            Break(SHOWN, TIMING, r"(?<=^lookup:)(\s+)[\d.]+", r"\g<1>0.00"),
         ],
     ),
     Claim(
