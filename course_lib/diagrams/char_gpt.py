@@ -43,8 +43,16 @@ def your_gpt_stack() -> Figure:
             facecolor="none", edgecolor=_YOURS, linewidth=1.6, linestyle="--", zorder=0,
         )
     )  # fmt: skip
-    ax.text(x + 6.8, 10.7, "your GPT\n(lesson 09, exercise 5)", ha="right", va="center", fontsize=small,
-            color=_YOURS, style="italic")
+    ax.text(
+        x + 6.8,
+        10.7,
+        "your GPT\n(lesson 09, exercise 5)",
+        ha="right",
+        va="center",
+        fontsize=small,
+        color=_YOURS,
+        style="italic",
+    )
     box(ax, x, 0.05, 3.6, 0.5, "idx: token ids (B, T)", "token", size=small)
     arrow(ax, [(x, 0.3), (x, 0.75), (-1.9, 0.75), (-1.9, 1.05)])
     arrow(ax, [(x, 0.3), (x, 0.75), (1.9, 0.75), (1.9, 1.05)])
