@@ -38,11 +38,12 @@ def _save(folder, nb, lesson: str) -> None:
     nbformat.write(nb, folder / lesson / f"{lesson}.ipynb")
 
 
-def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
-    """Lesson 09, solved, executed in tmp_path/work/09_char_gpt with `earlier` saved beside it."""
+def _run(tmp_path, monkeypatch, earlier: dict, small: bool, nb=None, allow_errors: bool = False):
+    """Lesson 09 (`nb`, default solved) executed in tmp_path/work/09_char_gpt with `earlier` saved beside it. A
+    cell's error stops the run unless `allow_errors` (a failing visible check is part of that run)."""
     work = tmp_path / "work"
-    for lesson, nb in earlier.items():
-        _save(work, nb, lesson)
+    for lesson, saved in earlier.items():
+        _save(work, saved, lesson)
     monkeypatch.setenv("COURSE_WORK_DIR", str(work))
     monkeypatch.setenv("COURSE_SELF_GRADE", "off")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
@@ -50,9 +51,9 @@ def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
         monkeypatch.setenv("COURSE_SMALL_RUN", "1")
     else:
         monkeypatch.delenv("COURSE_SMALL_RUN", raising=False)
-    nb = solved(LESSON)
+    nb = solved(LESSON) if nb is None else nb
     (work / LESSON).mkdir(parents=True)
-    execute(nb, timeout=300, folder=work / LESSON)
+    execute(nb, timeout=300, folder=work / LESSON, allow_errors=allow_errors)
     return nb
 
 
@@ -91,6 +92,31 @@ def test_a_wrong_lesson_06_block_runs_on_the_courses_block_and_says_why(tmp_path
     assert "the course's `TransformerBlock` (lesson 06: its visible check says:" in banner
     assert banner.strip().endswith("your `GPT` (lesson 09)."), banner  # theirs, on the course's block
     assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
+
+
+def test_a_wrong_gpt_runs_the_courses_gpt_on_the_courses_classes_and_says_why(tmp_path, monkeypatch):
+    nb = solved(LESSON)
+    (code,) = [c.source for c in nb.cells if grade_id(c) == "GPT"]
+    untied = code.replace("        self.lm_head.weight = self.tok_emb.weight", "        pass")
+    assert untied != code
+    earlier = {lesson: _solved_earlier(lesson) for lesson in EARLIER}
+    nb = _run(tmp_path, monkeypatch, earlier, small=True, nb=with_answer(nb, "GPT", untied), allow_errors=True)
+    (check,) = [c for c in nb.cells if c.cell_type == "code" and "check_GPT(GPT)" in c.source]
+    (error,) = [o for o in check.outputs if o.output_type == "error"]
+    assert "matrix of its own" in error.evalue  # the learner sees why in the visible check's output
+    banner = _printed(nb, "trained = with_your_answers(").strip()
+    built_on = "the course's `GPT` is built on the course's classes"
+    assert banner.startswith(
+        f"Running the course's `MultiHeadAttention` (lesson 05: {built_on}); the course's `FeedForward`, "
+        f"`TransformerBlock` (lesson 06: {built_on}); the course's `GPT` (lesson 09: its visible check says: "
+    ), banner
+    assert "matrix of its own" in banner, banner
+    assert re.search(r"the course's GPT: [\d,]+ parameters", _printed(nb, "gpt = Model(V, block_size"))
+    assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
+    # The ladder is built from the earlier lessons' classes, which passed: still the learner's.
+    assert "Running your `MultiHeadAttention` (lesson 05)" in _printed(nb, claims.LADDER)
+    others = [c for c in nb.cells if c.cell_type == "code" and c is not check]
+    assert not [o for c in others for o in c.outputs if o.output_type == "error"]  # the rest ran
 
 
 def test_the_lesson_reads_the_earlier_lessons_answers_it_names():
