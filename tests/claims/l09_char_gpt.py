@@ -155,8 +155,9 @@ def cg_ladder(nb):
     names = list(ladder)
     require(len(names) == 7 and names[0] == "bigram", f"seven rungs from the bigram model up: {names}")
     val = [v for _, v in ladder.values()]
-    # Measured with seeds 0, 1, 2 (1,000 steps each): every step of the first four fell by 0.05-0.16; LayerNorm
-    # moved the loss by -0.003 to +0.017; the last rung fell by 0.10-0.13. The margins leave room for noise.
+    # Measured with seeds 0, 1, 2 (1,000 steps each; tests/benchmarks/bench_char_ladder.py): every step of the first
+    # four fell by 0.05-0.16; LayerNorm moved the loss by -0.003 to +0.017; the last rung fell by 0.10-0.13. The
+    # margins leave room for noise.
     for before, after, name in zip(val[:4], val[1:5], names[1:5], strict=True):
         require(after < before - 0.02, f"{name} lowers the validation loss: {before} -> {after}")
     require(abs(val[5] - val[4]) < 0.05, f"LayerNorm changes little here: {val[4]} -> {val[5]}")
