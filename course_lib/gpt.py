@@ -3,6 +3,7 @@
     GPT            token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06) -> final
                    LayerNorm -> output head tied to the token embedding; forward(idx, targets=None) -> (logits, loss)
     init_gpt2      GPT-2's initialisation, for any model with these module names (the learner's GPT included)
+    attention_maps every layer's attention weights, for any model with these module names (the learner's GPT too)
 
 `course_lib.gpt2.GPT2` is this model with a config, GPT-2's initialisation, vocabulary padding and a KV cache.
 
@@ -20,7 +21,7 @@ from torch import Tensor, nn
 
 from course_lib.blocks import TransformerBlock
 
-__all__ = ["GPT", "init_gpt2"]
+__all__ = ["GPT", "attention_maps", "init_gpt2"]
 
 
 class GPT(nn.Module):
@@ -91,3 +92,21 @@ def init_gpt2(model: nn.Module, n_layers: int) -> nn.Module:
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
     return model
+
+
+@torch.no_grad()
+def attention_maps(model: nn.Module, idx: Tensor) -> Tensor:
+    """The attention weights of every layer and head of `model` on `idx` (B, T): (n_layers, B, H, T, T), for plots.
+
+    Any model with GPT's module names will do, whoever wrote its classes: the same pass as its forward, in the
+    model's current mode, where each block's `attn` (a MultiHeadAttention, lesson 05) is also asked for its weights
+    (`need_weights=True`) on the input that block normalises, `ln1(x)`; the block itself then computes x as usual.
+    """
+    T = idx.shape[1]
+    x = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(T, device=idx.device)))  # (B, T, C)
+    maps = []
+    for block in model.blocks:
+        _, weights = block.attn(block.ln1(x), need_weights=True)  # (B, H, T, T)
+        maps.append(weights)
+        x = block(x)  # (B, T, C)
+    return torch.stack(maps)  # (n_layers, B, H, T, T)

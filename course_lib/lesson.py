@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LessonEnvironment", "autograding", "grade_this_notebook", "start_lesson", "your_answers", "your_code"]
+__all__ = [
+    "LessonEnvironment",
+    "autograding",
+    "grade_this_notebook",
+    "start_lesson",
+    "with_your_answers",
+    "your_answers",
+    "your_code",
+]
 
 
 def autograding() -> bool:
@@ -160,32 +168,24 @@ def your_answers(lesson: str, **answers: Any):
     function when its visible check passes it, the course's reference otherwise, and `yours.banner()` says which
     and why in one line (a `course_lib.workflow.your_code.YourCode`, as `your_code` returns for earlier lessons).
     While nbgrader grades, every name is the reference. The check runs here, in your kernel, as the visible test
-    cell runs it; its printed verdict is kept out of the output.
+    cell runs it; its printed verdict is kept out of the output. (`with_your_answers` does the same on top of what
+    `your_code` returned.)
     """
-    import contextlib
-    import importlib
-    import io
-
     from course_lib import manifest
-    from course_lib.grading import GradingError
-    from course_lib.grading.kit.exercise import resolve
-    from course_lib.workflow.your_code import Choice, YourCode
+    from course_lib.workflow.your_code import YourCode, add_answers
 
-    entry = manifest.lesson(lesson)
-    grader = importlib.import_module(entry.grader)
-    result = YourCode()
-    for name, answer in answers.items():
-        exercise = next((e for e in entry.exercises if e.names == (name,)), None)
-        if exercise is None:
-            raise ValueError(f"lesson {lesson} has no exercise {name!r} that defines one name")
-        reason = "graded runs use the course's references" if _under_nbgrader() else ""
-        if not reason:
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    getattr(grader, f"check_{exercise.name}")(answer)
-            except GradingError as exc:
-                said = exc.message
-                reason = "not written yet" if "not written yet" in said else f"its visible check says: {said}"
-        result.objects[name] = resolve(exercise.paths[name]) if reason else answer
-        result.choices[name] = Choice(name, lesson, not reason, reason)
-    return result
+    names = {name for exercise in manifest.lesson(lesson).exercises for name in exercise.names}
+    for name in answers:
+        if name not in names:
+            raise ValueError(f"lesson {lesson} has no exercise that defines {name!r}")
+    return add_answers(YourCode(), lesson, answers)
+
+
+def with_your_answers(yours, lesson: str, built_on: tuple[str, ...] = (), **answers):
+    """`yours` (from `your_code`) with answers written in this notebook added, each kept where it passes its
+    visible checks, the course's reference otherwise: `with_your_answers(yours, "09_char_gpt", ("TransformerBlock",),
+    GPT=GPT).banner()` says which GPT runs, built on which classes. Where an answer falls back, the names in
+    `built_on` are shown as the course's too (the reference is built on the course's classes)."""
+    from course_lib.workflow.your_code import add_answers
+
+    return add_answers(yours, lesson, answers, built_on)

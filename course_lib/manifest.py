@@ -231,18 +231,28 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "09_char_gpt",
         "Shakespeare, one character at a time",
-        modules=("char_lm", "char_gpt", "blocks", "loss_plots", "plotting"),
+        modules=("char_lm", "gpt", "char_ladder", "blocks", "loss_plots", "plotting"),
         references="course_lib.char_lm",
         grader="course_lib.grading.char_lm",
         data=("tinyshakespeare.txt",),
-        exercises=_exercises(
-            "build_char_vocab",
-            "get_batch",
-            "BigramLanguageModel",
-            "sample_next_token",
-            # Lesson 10's sampler of the same name (with top_p) and its top-k step would do this exercise's work.
-            sample_next_token=("course_lib.generate.sample_next_token", "course_lib.generate.top_k_filter"),
+        exercises=(
+            *_exercises(
+                "build_char_vocab",
+                "get_batch",
+                "BigramLanguageModel",
+                "sample_next_token",
+                # Lesson 10's sampler of the same name (with top_p) and its top-k step would do this exercise's work.
+                sample_next_token=("course_lib.generate.sample_next_token", "course_lib.generate.top_k_filter"),
+            ),
+            # Built from the lesson's TransformerBlock (the learner's lesson 06 class in their kernel; the course's
+            # when graded, which the preamble imports); the course's two other GPTs would do the exercise's work.
+            Exercise(
+                "GPT",
+                references=("course_lib.gpt.GPT",),
+                shortcuts=("course_lib.gpt2.GPT2", "course_lib.char_gpt.CharGPT"),
+            ),
         ),
+        preamble=STANDARD_IMPORTS + "from course_lib.blocks import TransformerBlock\n",
     ),
     Lesson(
         "10_gpt2",

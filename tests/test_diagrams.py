@@ -107,3 +107,20 @@ def test_main_writes_every_diagram_into_a_folder(tmp_path, capsys):
     assert diagrams.main([str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{name}.png" for name in diagrams.DIAGRAMS)
     assert "wrote" in capsys.readouterr().out
+
+
+def test_your_gpt_stack_names_every_module_and_whose_class_it_is():
+    texts = _texts(diagrams.your_gpt_stack())
+    joined = "\n".join(texts)
+    for name in ("tok_emb", "pos_emb", "drop: nn.Dropout", "ln1: nn.LayerNorm", "ln2: nn.LayerNorm",
+                 "ln_f: nn.LayerNorm", "lm_head: nn.Linear", "× n_layers"):  # fmt: skip
+        assert name in joined, name
+    assert "attn: causal\nMultiHeadAttention" in texts and any(t.startswith("mlp: FeedForward") for t in texts)
+    owners = {t.split("\n")[0]: t.split("\n")[1] for t in texts if t.startswith("your ")}
+    assert owners == {
+        "your GPT": "(lesson 09, exercise 5)",
+        "your TransformerBlock": "(lesson 06)",
+        "your FeedForward": "(lesson 06)",
+        "your MultiHeadAttention": "(lesson 05)",
+    }
+    assert "tied: lm_head.weight is tok_emb.weight" in texts

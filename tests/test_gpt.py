@@ -9,7 +9,7 @@ from transformers import GPT2Config as HFConfig
 from transformers import GPT2LMHeadModel
 
 from course_lib.blocks import TransformerBlock
-from course_lib.gpt import GPT, init_gpt2
+from course_lib.gpt import GPT, attention_maps, init_gpt2
 from course_lib.gpt2 import GPT2, GPT2Config
 from course_lib.gpt2_weights import from_hf_model
 from tests.compile_check import assert_one_graph
@@ -95,6 +95,37 @@ def test_gpt_matches_hugging_faces_gpt2_with_the_weights_copied():
     ours.load_state_dict(from_hf_model(theirs).state_dict())
     idx = torch.randint(50, (2, 16), generator=torch.Generator().manual_seed(7))
     assert torch.allclose(ours(idx)[0], theirs(idx).logits, atol=1e-4)
+
+
+def test_attention_maps_are_hugging_faces_attentions_with_the_weights_copied():
+    hf_config = HFConfig(vocab_size=40, n_positions=12, n_embd=16, n_layer=2, n_head=4, resid_pdrop=0.0,
+                         embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    torch.manual_seed(9)
+    hf_config._attn_implementation = "eager"  # attentions are only returned by the explicit path
+    theirs = GPT2LMHeadModel(hf_config).eval()
+    ours = GPT(40, 12, 16, 4, 2).eval()
+    ours.load_state_dict(from_hf_model(theirs).state_dict())
+    idx = torch.randint(40, (2, 10), generator=torch.Generator().manual_seed(10))
+    maps = attention_maps(ours, idx)  # (n_layers, B, H, T, T)
+    assert maps.shape == (2, 2, 4, 10, 10)
+    assert torch.allclose(maps, torch.stack(theirs(idx, output_attentions=True).attentions), atol=1e-5)
+
+
+def test_attention_maps_read_any_model_with_the_contracts_names():
+    """A learner's GPT is another class with the same module names: attention_maps needs nothing else."""
+
+    class Theirs(torch.nn.Module):
+        def __init__(self, model: GPT):
+            super().__init__()
+            self.tok_emb, self.pos_emb, self.drop = model.tok_emb, model.pos_emb, model.drop
+            self.blocks = model.blocks
+
+    model = _model().eval()
+    idx = torch.randint(11, (1, 7), generator=torch.Generator().manual_seed(11))
+    maps = attention_maps(Theirs(model), idx)
+    assert torch.allclose(maps.sum(-1), torch.ones(2, 1, 2, 7))  # every row a distribution
+    assert torch.count_nonzero(maps.triu(1)) == 0  # causal
+    assert torch.equal(maps, attention_maps(model, idx))
 
 
 def test_init_gpt2_scales_the_residual_projections_and_keeps_the_tie():

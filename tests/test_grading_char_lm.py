@@ -11,6 +11,7 @@ VOCAB = "build_char_vocab"
 BATCH = "get_batch"
 BIGRAM = "BigramLanguageModel"
 SAMPLE = "sample_next_token"
+MODEL = "GPT"
 
 # Right answers, written independently of course_lib.
 BUILD_CHAR_VOCAB = """
@@ -64,10 +65,43 @@ def sample_next_token(logits, temperature=1.0, top_k=None, generator=None):
     return torch.multinomial(probs, 1, generator=generator)
 """
 
+# Built from the course's block, as a graded answer is; tied the other way round, positions sliced from the table.
+GPT_MODEL = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.blocks import TransformerBlock
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, context_length, d_model, n_heads, n_layers, dropout=0.0):
+        super().__init__()
+        self.longest = context_length
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(context_length, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, dropout=dropout) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.tok_emb.weight = self.lm_head.weight
+
+    def forward(self, idx, targets=None):
+        T = idx.size(1)
+        if T > self.longest:
+            raise ValueError(f"{T} positions, context_length {self.longest}")
+        h = self.drop(self.tok_emb(idx) + self.pos_emb.weight[:T])
+        for blk in self.blocks:
+            h = blk(h)
+        logits = self.lm_head(self.ln_f(h))
+        loss = None if targets is None else F.cross_entropy(logits.transpose(1, 2), targets)
+        return logits, loss
+"""
+
 KIT = GraderKit(
     LESSON,
     grading,
-    {VOCAB: BUILD_CHAR_VOCAB, BATCH: GET_BATCH, BIGRAM: BIGRAM_MODEL, SAMPLE: SAMPLE_NEXT_TOKEN},
+    {VOCAB: BUILD_CHAR_VOCAB, BATCH: GET_BATCH, BIGRAM: BIGRAM_MODEL, SAMPLE: SAMPLE_NEXT_TOKEN, MODEL: GPT_MODEL},
 )
 
 _CHARS = "    chars = sorted(set(text))\n"
@@ -75,6 +109,10 @@ _STARTS = "len(data) - block_size,"
 _LOSS = "        loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))\n"
 _SCALE = "    logits = logits / temperature\n"
 _CHECK = '    if temperature <= 0:\n        raise ValueError("temperature must be > 0")\n'
+_TIE = "        self.tok_emb.weight = self.lm_head.weight\n"
+_EMBED = "        h = self.drop(self.tok_emb(idx) + self.pos_emb.weight[:T])\n"
+_GPT_LOSS = "F.cross_entropy(logits.transpose(1, 2), targets)"
+_BLOCKS = "TransformerBlock(d_model, n_heads, dropout=dropout)"
 
 MISTAKES = [
     # build_char_vocab
@@ -196,6 +234,106 @@ MISTAKES = [
         cases=HIDDEN,
         id="sample-unwritten-on-the-hidden-cases",
     ),
+    # GPT
+    mistake(MODEL, _TIE, "", ("matrix of its own", "self.lm_head.weight = self.tok_emb.weight"), id="gpt-untied"),
+    mistake(
+        MODEL,
+        _TIE,
+        "        self.lm_head.weight.data = self.tok_emb.weight.data\n",
+        ("another Parameter", "counts the matrix twice"),
+        id="gpt-tied-by-data",
+    ),
+    mistake(
+        MODEL,
+        _TIE,
+        "        self.lm_head.weight = nn.Parameter(self.tok_emb.weight)\n",
+        "another Parameter",
+        id="gpt-tied-through-a-new-parameter",
+    ),
+    mistake(
+        MODEL, _EMBED, "        h = self.drop(self.tok_emb(idx))\n", "no position embedding", id="gpt-no-positions"
+    ),
+    mistake(
+        MODEL,
+        "self.pos_emb.weight[:T]",
+        "self.pos_emb.weight",
+        ("must match the size", "self.pos_emb(torch.arange(T))"),
+        id="gpt-whole-position-table",
+    ),
+    mistake(MODEL, "self.pos_emb.weight[:T]", "self.pos_emb(idx)", "looked up with the token ids", id="gpt-pos-by-id"),
+    mistake(MODEL, "            h = blk(h)\n", "            blk(h)\n", "x = block(x)", id="gpt-blocks-dropped"),
+    mistake(MODEL, "self.lm_head(self.ln_f(h))", "self.lm_head(h)", "final LayerNorm is missing", id="gpt-no-ln-f"),
+    mistake(
+        MODEL,
+        "        self.ln_f = nn.LayerNorm(d_model)\n",
+        "",
+        "there is no final LayerNorm",
+        also=(("self.lm_head(self.ln_f(h))", "self.lm_head(h)"),),
+        id="gpt-no-ln-f-module",
+    ),
+    mistake(MODEL, "self.lm_head(self.ln_f(h))", "self.ln_f(h)", "d_model", id="gpt-logits-of-the-stream"),
+    mistake(
+        MODEL,
+        "nn.Linear(d_model, vocab_size, bias=False)",
+        "nn.Linear(vocab_size, d_model, bias=False)",
+        "nn.Linear(d_model, vocab_size, bias=False)",
+        id="gpt-head-the-wrong-way",
+    ),
+    mistake(MODEL, "vocab_size, bias=False)", "vocab_size)", "lm_head has a bias", id="gpt-head-bias"),
+    mistake(
+        MODEL,
+        _BLOCKS,
+        "TransformerBlock(d_model, n_heads, dropout=dropout, causal=False)",
+        "attend to later positions",
+        id="gpt-blocks-not-causal",
+    ),
+    mistake(MODEL, _BLOCKS, "TransformerBlock(d_model, n_heads)", "blocks got no dropout", id="gpt-blocks-no-dropout"),
+    mistake(
+        MODEL,
+        _EMBED,
+        "        h = self.tok_emb(idx) + self.pos_emb.weight[:T]\n",
+        "self.drop is never applied",
+        id="gpt-embedding-dropout-unused",
+    ),
+    mistake(
+        MODEL,
+        "        self.drop = nn.Dropout(dropout)\n",
+        "        self.drop = nn.Dropout(0.1)\n",
+        "nn.Dropout(dropout)",
+        id="gpt-dropout-fixed",
+    ),
+    mistake(MODEL, "return logits, loss", "return logits.softmax(-1), loss", "softmax", id="gpt-softmaxed-logits"),
+    mistake(MODEL, _GPT_LOSS, f"{_GPT_LOSS[:-1]}, reduction='sum')", "sum over the positions", id="gpt-loss-summed"),
+    mistake(
+        MODEL,
+        _GPT_LOSS,
+        f"{_GPT_LOSS[:-1]}, reduction='sum') / idx.size(0)",
+        "summed over each window",
+        id="gpt-loss-per-window",
+    ),
+    mistake(
+        MODEL,
+        _GPT_LOSS,
+        "F.cross_entropy(logits[:, -1], targets[:, -1])",
+        "last position only",
+        id="gpt-loss-last-position",
+    ),
+    mistake(MODEL, _GPT_LOSS, "F.cross_entropy(logits, targets)", "flatten B and T", id="gpt-loss-unflattened"),
+    mistake(
+        MODEL,
+        "        if T > self.longest:\n",
+        "        if False:\n",
+        ("T = 13 > context_length = 12", "Raise ValueError"),
+        id="gpt-too-long-accepted",
+    ),
+    mistake(
+        MODEL,
+        "        if T > self.longest:\n",
+        "        if False:\n",
+        "<hidden case 1>",
+        cases=HIDDEN,
+        id="gpt-too-long-accepted-on-the-hidden-cases",
+    ),
 ]
 
 # Answers that use the course's reference (called, wrapped or imported) earn nothing.
@@ -226,6 +364,27 @@ BORROWED = [
         ("course_lib.char_lm.sample_next_token", "earns no points"),
         id="sample-calling-the-reference",
     ),
+    wrong_answer(
+        MODEL,
+        "from course_lib import gpt\n\nclass GPT(gpt.GPT):\n    pass\n",
+        ("course_lib.gpt.GPT", "earns no points"),
+        id="gpt-subclassing-the-reference",
+    ),
+    wrong_answer(
+        MODEL,
+        "from course_lib.gpt2 import GPT2, GPT2Config\n\n"
+        "def GPT(vocab_size, context_length, d_model, n_heads, n_layers, dropout=0.0):\n"
+        "    config = GPT2Config(vocab_size, context_length, n_layers, n_heads, d_model, dropout)\n"
+        "    return GPT2(config)\n",
+        ("course_lib.gpt2.GPT2", "earns no points"),
+        id="gpt-wrapping-gpt2",
+    ),
+    wrong_answer(
+        MODEL,
+        "from course_lib.char_gpt import CharGPT\n\nclass GPT(CharGPT):\n    pass\n",
+        ("course_lib.char_gpt.CharGPT", "earns no points"),
+        id="gpt-subclassing-char-gpt",
+    ),
 ]
 
 
@@ -253,5 +412,6 @@ def test_hidden_case_messages_name_the_case_not_its_input():
 class TestGraders(LessonGraderTests):
     kit = KIT
     at_least = 3
+    setup = "from course_lib.blocks import TransformerBlock\n"  # the lesson binds it before exercise 5
     mistakes = MISTAKES
     borrowed = BORROWED

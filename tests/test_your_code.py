@@ -101,3 +101,55 @@ def test_notebooks_are_found_next_to_the_running_one(tmp_path, monkeypatch):
     assert notebook_of(LESSONS[0], here=here) == path
     monkeypatch.chdir(here)
     assert notebook_of(LESSONS[0]) == path
+
+
+def _lesson_09_gpt(edit: tuple[str, str] | None = None):
+    """Lesson 09's GPT answer cell as the instructor wrote it (an edit applied), run on the course's block."""
+    from tests.answers import run_cell
+    from tests.nbtools import source_path
+
+    (code,) = [
+        c.source
+        for c in read(source_path("09_char_gpt")).cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "GPT"
+    ]
+    if edit is not None:
+        assert edit[0] in code
+        code = code.replace(*edit)
+    return run_cell(code, TransformerBlock=blocks.TransformerBlock)["GPT"]
+
+
+def test_an_answer_of_the_running_notebook_is_kept_when_it_passes_and_the_banner_says_so(work):
+    from course_lib import gpt
+    from course_lib.workflow.your_code import add_answers
+
+    for lesson in LESSONS:
+        _save(work, solved(lesson), lesson)
+    yours = load_your_code(*LESSONS)
+    mine = _lesson_09_gpt()
+    trained = add_answers(yours, "09_char_gpt", {"GPT": mine}, ("TransformerBlock",))
+    assert trained.GPT is mine and trained.yours("GPT") and trained.yours("TransformerBlock")
+    assert trained.banner(["TransformerBlock", "GPT"]) == (
+        "Running your `TransformerBlock` (lesson 06); your `GPT` (lesson 09)."
+    )
+    assert "GPT" not in yours.choices  # `yours` itself is left as it was
+    assert gpt.GPT is not mine
+
+
+def test_a_failing_answer_of_the_running_notebook_runs_the_reference_on_the_references(work):
+    from course_lib import gpt
+    from course_lib.workflow.your_code import add_answers
+
+    for lesson in LESSONS:
+        _save(work, solved(lesson), lesson)
+    yours = load_your_code(*LESSONS)
+    untied = _lesson_09_gpt(("        self.lm_head.weight = self.tok_emb.weight", "        pass"))
+    trained = add_answers(yours, "09_char_gpt", {"GPT": untied}, ("FeedForward", "TransformerBlock"))
+    assert trained.GPT is gpt.GPT and not trained.yours("GPT")
+    assert "matrix of its own" in trained.choices["GPT"].reason
+    assert trained.TransformerBlock is blocks.TransformerBlock and not trained.yours("TransformerBlock")
+    assert trained.yours("MultiHeadAttention")  # not named in built_on: left as it was
+    assert "the course's `GPT` is built on the course's classes" in trained.banner(["FeedForward", "TransformerBlock"])
+    assert yours.yours("TransformerBlock")  # `yours` itself is left as it was
+    graded = add_answers(yours, "09_char_gpt", {"GPT": _lesson_09_gpt()}, graded=True)
+    assert graded.GPT is gpt.GPT and "graded runs" in graded.choices["GPT"].reason

@@ -3,6 +3,7 @@
     draw          the shared pieces (colours, boxes, arrows, residual adds)
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
+    char_gpt      lesson 09: the GPT a learner assembles, each class labelled with the lesson that wrote it
     tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick, a GPT's input
                   as token vectors plus position vectors
     position      lesson 03: how the sinusoidal table is built, RoPE as a rotation of channel pairs
@@ -41,6 +42,7 @@ from course_lib.diagrams.attention import (
     head_split_merge,
 )
 from course_lib.diagrams.batches import get_batch_windows
+from course_lib.diagrams.char_gpt import your_gpt_stack
 from course_lib.diagrams.decoding import mask_conventions, teacher_forcing
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
@@ -60,6 +62,7 @@ __all__ = [
     "encoder_decoder_data_flow",
     "statquest_decoder",
     "get_batch_windows",
+    "your_gpt_stack",
     "tokenization_pipeline",
     "sliding_window",
     "embedding_row_pick",
@@ -87,6 +90,7 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "encoder_decoder_data_flow": encoder_decoder_data_flow,
     "statquest_decoder": statquest_decoder,
     "get_batch_windows": get_batch_windows,
+    "your_gpt_stack": your_gpt_stack,
     "tokenization_pipeline": tokenization_pipeline,
     "sliding_window": sliding_window,
     "embedding_row_pick": embedding_row_pick,

@@ -1,10 +1,11 @@
 """Graders of lesson 09 — A character-level GPT (`build_char_vocab`, `get_batch`, `BigramLanguageModel`,
-`sample_next_token`).
+`sample_next_token`, `GPT`).
 
-The data exercises are checked here; the model and sampling exercises in `course_lib.grading.char_lm_sampling`,
-re-exported, so every test cell imports from this module. The recipe is the course's: the from-scratch guard
-first, seeded inputs, expected values from `course_lib.char_lm` computed outside the learner's call, and on a
-mismatch each known mistake recomputed on the same input and named when the answer equals it.
+The data exercises are checked here; the bigram and sampling exercises in `course_lib.grading.char_lm_sampling`
+and the GPT in `course_lib.grading.char_lm_gpt`, re-exported, so every test cell imports from this module. The
+recipe is the course's: the from-scratch guard first, seeded inputs, expected values from the references computed
+outside the learner's call, and on a mismatch each known mistake recomputed on the same input and named when the
+answer equals it.
 
 `get_batch` is checked draw for draw: the learner's call gets a generator seeded like the reference's, so the
 right answer returns exactly the reference's windows. The data hold distinct ids, so every window is readable,
@@ -22,6 +23,7 @@ from torch import Tensor
 
 from course_lib import char_lm as ref
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
+from course_lib.grading.char_lm_gpt import check_GPT
 from course_lib.grading.char_lm_sampling import check_BigramLanguageModel, check_sample_next_token
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import (
@@ -36,7 +38,13 @@ from course_lib.grading.kit.core import (
 from course_lib.grading.kit.diagnose import Variant, find_mistake
 from course_lib.grading.kit.guard import check_definition
 
-__all__ = ["check_build_char_vocab", "check_get_batch", "check_BigramLanguageModel", "check_sample_next_token"]
+__all__ = [
+    "check_build_char_vocab",
+    "check_get_batch",
+    "check_BigramLanguageModel",
+    "check_sample_next_token",
+    "check_GPT",
+]
 
 
 # ------------------------------------------------------------------------------------------------------------

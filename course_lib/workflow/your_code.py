@@ -4,7 +4,8 @@ Lesson 09 builds a GPT from the `MultiHeadAttention` you wrote in lesson 05 and 
 `TransformerBlock` you wrote in lesson 06; lesson 10 loads GPT-2's weights into the `GPT` you wrote in lesson 09.
 `load_your_code("05_multi_head_attention", "06_transformer_blocks")` reads your saved notebooks of those lessons,
 runs each answer cell in a namespace of its own, and keeps an answer only when it passes its visible checks (the
-same checks as the notebook's visible test cell). Anything else — a lesson not found, an answer not written, a
+same checks as the notebook's visible test cell); `add_answers` does the same for answers written in the running
+notebook (lesson 09 trains the `GPT` you write there). Anything else — a lesson not found, an answer not written, a
 check that fails — gets the course's reference instead, and `YourCode` says which and why in one line.
 
 Answers run in lesson order, each with the lesson's usual imports, `ref`, and every name chosen before it: your
@@ -23,6 +24,7 @@ import contextlib
 import importlib
 import io
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from course_lib import manifest
 from course_lib.grading.kit.core import time_limit
 from course_lib.grading.kit.errors import GradingError
 
-__all__ = ["Choice", "YourCode", "load_your_code", "notebook_of"]
+__all__ = ["Choice", "YourCode", "add_answers", "load_your_code", "notebook_of"]
 
 WORK_ENV = "COURSE_WORK_DIR"
 _REPO_WORK = Path(__file__).resolve().parents[2] / "work"
@@ -197,3 +199,52 @@ def _try_answer(lesson: manifest.Lesson, exercise: manifest.Exercise, cells: dic
         return "not written yet" if "not written yet" in problem else problem
     chosen.update(zip(exercise.names, objects, strict=True))
     return ""
+
+
+def add_answers(
+    yours: YourCode,
+    lesson_id: str,
+    answers: dict[str, Any],
+    built_on: Sequence[str] = (),
+    graded: bool | None = None,
+) -> YourCode:
+    """`yours` with answers of the running notebook added (`{"GPT": GPT}`), each kept where it passes its exercise's
+    visible checks and the course's reference otherwise, as for a saved lesson (a new YourCode; `yours` is kept).
+
+    `built_on`: the names of `yours` an answer is built from (`TransformerBlock` for lesson 09's GPT). Where an
+    answer falls back, they are listed as the course's too, with the reason: the reference that then runs is
+    built from the course's classes, not from yours. While nbgrader grades, every answer is the reference.
+    """
+    if graded is None:
+        graded = bool(os.environ.get("NBGRADER_EXECUTION"))
+    lesson = manifest.lesson(lesson_id)
+    result = YourCode(dict(yours.objects), dict(yours.choices))
+    for exercise in lesson.exercises:
+        if not all(name in answers for name in exercise.names):
+            continue
+        objects = [answers[name] for name in exercise.names]
+        problem = "graded runs use the course's references" if graded else _visible_check(lesson, exercise, objects)
+        if problem and "not written yet" in problem:
+            problem = "not written yet"
+        for name, obj, path in zip(exercise.names, objects, exercise.references, strict=True):
+            module, _, attribute = path.rpartition(".")
+            result.objects[name] = getattr(importlib.import_module(module), attribute) if problem else obj
+            result.choices[name] = Choice(name, lesson_id, not problem, problem)
+        if problem:
+            for name in built_on:
+                if name in result.choices:
+                    below = result.choices[name]
+                    reason = f"the course's `{exercise.name}` is built on the course's classes"
+                    result.choices[name] = Choice(name, below.lesson, False, reason)
+                    result.objects[name] = _reference_of(below.lesson, name)
+    return result
+
+
+def _reference_of(lesson_id: str, name: str) -> Any:
+    """The course's reference of `name`, an exercise name of `lesson_id`."""
+    lesson = manifest.lesson(lesson_id)
+    for exercise in lesson.exercises:
+        if name in exercise.paths:
+            module, _, attribute = exercise.paths[name].rpartition(".")
+            return getattr(importlib.import_module(module), attribute)
+    raise KeyError(f"{lesson_id} has no exercise that defines {name!r}")

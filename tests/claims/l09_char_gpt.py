@@ -16,6 +16,8 @@ UNTRAINED = "loss of the untrained bigram model"
 BIGRAM = "bigram_result = train_for(bigram"
 GPT = "gpt_result = train_for(gpt"
 SAMPLES = "settings = [(0.5, None)"
+CAUSAL = "changed[0, -1] = (changed[0, -1] + 1) % V"
+LADDER = "ladder = pd.DataFrame(rows)"
 RACE = "lstm_result = train_for(lstm"
 SCALING = "scaling = pd.DataFrame("
 HEADS = "xs, _ = ref.get_batch(val_data"
@@ -70,14 +72,38 @@ def _losses(text: str, who: str) -> tuple[float, float]:
     )
 
 
+def _gpt(nb) -> dict:
+    text = output(nb, GPT)
+    at = rows(text, rf"^at step\s+(\d+): val loss {FLOAT}, val - train gap {FLOAT}$", "estimates every 500 steps")
+    return {
+        "untrained": number(text, rf"^untrained: val loss {FLOAT};", "untrained val loss"),
+        "uniform": number(text, rf"uniform guess ln 65 = {FLOAT}$", "uniform guess"),
+        "train": number(text, rf"GPT after .* train loss {FLOAT}", "GPT train loss"),
+        "val": number(text, rf"GPT after .* val loss {FLOAT}$", "GPT val loss"),
+        "steps": number(text, rf"GPT after {FLOAT} steps", "GPT steps"),
+        "at": [(int(step), float(val), float(gap)) for step, val, gap in at],
+        "seen": number(text, rf"seen about {FLOAT} times", "times each character was seen"),
+    }
+
+
+def cg_gpt_start(nb):
+    g = _gpt(nb)
+    require(abs(g["uniform"] - math.log(65)) < 1e-3, f"ln 65 = {g['uniform']}")
+    require(abs(g["untrained"] - g["uniform"]) < 0.05, f"the untrained GPT starts on ln 65: {g['untrained']}")
+
+
 def cg_gpt(nb):
-    train, val = _losses(output(nb, GPT), "CharGPT")
+    g = _gpt(nb)
     bigram_val, _ = _bigram(nb)
-    require(val < bigram_val - 0.2, f"well below the bigram model: {val} vs {bigram_val}")
-    # "Close": no sign of memorising. The two are estimates from a few batches; with two lessons executing side by
-    # side the gap was 0.129 (val 1.950, train 1.821), so 0.1 was too tight for the noise; the break (train 1.700)
-    # still fails.
-    require(abs(val - train) < 0.2, f"the validation loss is close to the training loss: {val} vs {train}")
+    require(g["val"] < bigram_val - 0.2, f"well below the bigram model: {g['val']} vs {bigram_val}")
+    gap = g["val"] - g["train"]
+    # "Nearly 0.2 (0.19 in our run)": the two are estimates over 10 batches each, so the margin is wide.
+    require(0.12 < gap < 0.26, f"val above train by nearly 0.2: {g['val']} vs {g['train']}")
+    steps, vals, gaps = zip(*g["at"], strict=True)
+    require(steps == (500, 1000, 1500), f"an estimate every 500 steps: {steps}")
+    require(gaps[0] < 0.1 and gaps[0] < gaps[-1], f"the gap widened, from about 0.05 at step 500: {gaps}")
+    require(all(a > b for a, b in zip(vals, vals[1:], strict=False)), f"the val loss was still falling: {vals}")
+    require(abs(g["seen"] - 1.5) < 0.05, f"each training character seen about 1.5 times: {g['seen']}")
 
 
 def _shares(nb) -> dict[str, float]:
@@ -102,20 +128,50 @@ def cg_race(nb):
     table = {
         name: [float(v) for v in values]
         for name, *values in rows(
-            output(nb, RACE),
-            rf"^(CharGPT|CharLSTM|bigram)\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s*$",
-            "race table",
-            3,
+            output(nb, RACE), rf"^(GPT|CharLSTM)\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s*$", "race table", 2
         )
     }
-    require(set(table) == {"CharGPT", "CharLSTM", "bigram"}, f"one row per model: {sorted(table)}")
-    gpt, lstm, bigram = table["CharGPT"][-1], table["CharLSTM"][-1], table["bigram"][-1]
-    require(max(gpt, lstm) < bigram - 0.2, f"both far below the bigram model: {gpt}, {lstm} vs {bigram}")
-    # The same CPU time: each run stops at the first step past the budget, and a step takes milliseconds. Which
-    # model wins is a speed result, so it is not asserted: the text says it was the LSTM on the course's 2-core
-    # machine and that yours will differ.
-    seconds = (table["CharGPT"][1], table["CharLSTM"][1])
+    require(set(table) == {"GPT", "CharLSTM"}, f"one row per model: {sorted(table)}")
+    require(table["GPT"][0] == 500, f"the GPT at its first 500 steps: {table['GPT']}")
+    # The same CPU time: the LSTM stops at the first step past the GPT's, and a step takes milliseconds. Which
+    # model is ahead is a speed result, so it is not asserted: the text says what it was on the course's machine
+    # and that yours will differ.
+    seconds = (table["GPT"][1], table["CharLSTM"][1])
     require(abs(seconds[0] - seconds[1]) <= 1.0, f"the same training time: {seconds}")
+
+
+def _ladder(nb) -> dict[str, tuple[float, float]]:
+    found = rows(
+        output(nb, LADDER),
+        rf"^(bigram|\+ .*?)\s+(\d+)\s+{FLOAT}\s+{FLOAT}\s+{FLOAT}\s*$",
+        "ladder table",
+        7,
+    )
+    return {name: (float(train), float(val)) for name, _params, train, val, _cpu in found}
+
+
+def cg_ladder(nb):
+    ladder = _ladder(nb)
+    names = list(ladder)
+    require(len(names) == 7 and names[0] == "bigram", f"seven rungs from the bigram model up: {names}")
+    val = [v for _, v in ladder.values()]
+    # Measured with seeds 0, 1, 2 (1,000 steps each; tests/benchmarks/bench_char_ladder.py): every step of the first
+    # four fell by 0.05-0.16; LayerNorm moved the loss by -0.003 to +0.017; the last rung fell by 0.10-0.13. The
+    # margins leave room for noise.
+    for before, after, name in zip(val[:4], val[1:5], names[1:5], strict=True):
+        require(after < before - 0.02, f"{name} lowers the validation loss: {before} -> {after}")
+    require(abs(val[5] - val[4]) < 0.05, f"LayerNorm changes little here: {val[4]} -> {val[5]}")
+    require(val[6] < min(val[:6]) - 0.05, f"dropout + wider gives the lowest loss: {val}")
+    train, last = ladder[names[6]]
+    require(last > train, f"the widest rung has started to fit its training text: {train} vs {last}")
+
+
+def cg_causal(nb):
+    text = output(nb, CAUSAL)
+    earlier = number(text, rf"at positions 0\.\.30: {FLOAT}$", "largest earlier change")
+    last = number(text, rf"at the last position, 31: {FLOAT}$", "change at the last position")
+    require(earlier == 0.0, f"no earlier position's logits move: {earlier}")
+    require(last > 0.01, f"the last position's logits move: {last}")
 
 
 def cg_scaling(nb):
@@ -156,6 +212,13 @@ def _longer(match: re.Match[str]) -> str:
     return f"{match.group(1)}{float(match.group(2)) + 5.0:.1f}"
 
 
+def _ladder_val(name: str, value: str) -> Break:
+    """The validation loss of one rung of the ladder table set to `value`."""
+    family = MARGIN if name == "+ LayerNorm" else ORDER
+    row = rf"(?m)^({re.escape(name)}\s+\d+\s+\S+\s+)\S+"
+    return Break(family, LADDER, row, rf"\g<1>{value}")
+
+
 def _share(setting: str, value: str):
     t, k = setting.split("/")
     return Break(ORDER, SAMPLES, rf"(?m)^(temperature {re.escape(t)}, top_k {k}: )\d+%", rf"\g<1>{value}%")
@@ -191,11 +254,39 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "the GPT's validation loss ends well below the bigram model's, and close to its training loss",
+        "the untrained GPT starts on the uniform guess ln 65",
+        cg_gpt_start,
+        [Break(MARGIN, GPT, r"(?m)^(untrained: val loss )\S+;", r"\g<1>4.713;")],
+    ),
+    Claim(
+        "the GPT ends well below the bigram model, above its training loss by nearly 0.2, a gap that widened; its "
+        "validation loss still falling; each training character seen about 1.5 times",
         cg_gpt,
         [
-            Break(ORDER, GPT, r"(?m)(CharGPT after .* val loss )\S+$", r"\g<1>2.450"),
+            Break(ORDER, GPT, r"(?m)(GPT after .* val loss )\S+$", r"\g<1>2.450"),
             Break(MARGIN, GPT, r"(train loss )\S+(, val loss )(\d+\.\d+)", _memorised),
+            Break(ORDER, GPT, r"(?m)^(at step  500: val loss \S+, val - train gap )\S+", r"\g<1>0.400"),
+            Break(ORDER, GPT, r"(?m)^(at step 1500: val loss )\S+", r"\g<1>2.900"),
+            Break(MARGIN, GPT, r"seen about \S+ times", "seen about 3.0 times"),
+        ],
+    ),
+    Claim(
+        "changing the last character of a window moves the last position's logits only",
+        cg_causal,
+        [
+            Break(MARGIN, CAUSAL, r"(?m)(at positions 0\.\.30: )\S+$", r"\g<1>1.20e-02"),
+            Break(MARGIN, CAUSAL, r"(?m)(at the last position, 31: )\S+$", r"\g<1>0.000"),
+        ],
+    ),
+    Claim(
+        "the ladder: each part up to residual connections lowers the validation loss, LayerNorm changes little, "
+        "dropout + wider is lowest",
+        cg_ladder,
+        [
+            _ladder_val("+ one self-attention head", "2.600"),
+            _ladder_val("+ feed-forward", "2.500"),
+            _ladder_val("+ LayerNorm", "1.800"),
+            _ladder_val("+ dropout 0.1, wider (d_model 64)", "2.300"),
         ],
     ),
     Claim(
@@ -204,12 +295,11 @@ CLAIMS = [
         [_share("1.0/5", "20"), _share("1.5/None", "70"), _share("0.5/None", "30")],
     ),
     Claim(
-        "in the same CPU time both the LSTM and the GPT reached a validation loss far below the bigram model's",
+        "the LSTM trained for the CPU time the GPT's first 500 steps took",
         cg_race,
         [
-            Break(MARGIN, RACE, r"(?m)^(CharLSTM(?:\s+\S+){4}\s+)\S+", r"\g<1>2.900"),
-            Break(MARGIN, RACE, r"(?m)^(bigram(?:\s+\S+){4}\s+)\S+", r"\g<1>1.900"),
             Break(MARGIN, RACE, r"(?m)^(CharLSTM\s+\S+\s+)(\S+)", _longer),
+            Break(EXACT, RACE, r"(?m)^(GPT\s+)500", r"\g<1>300"),
         ],
     ),
     Claim(
