@@ -6,6 +6,7 @@ Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -49,16 +50,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    execute(nb, timeout=120)
-    nbformat.write(nb, tmp_path / "chart.ipynb")
-    # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
-    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
-    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
-    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
+@contextmanager
+def jupyter_lab(root: Path, env: dict[str, str] | None = None):
+    """A JupyterLab serving `root` (its working folder too, as `make lab-instructor` starts it in notebooks/), with
+    no token and a workspace of its own; yields its address."""
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     server = subprocess.Popen(
@@ -71,10 +66,12 @@ def lab(tmp_path):
             "--allow-root",
             "--IdentityProvider.token=",
             "--ServerApp.password=",
-            f"--ServerApp.root_dir={tmp_path}",
+            f"--ServerApp.root_dir={root}",
             # a workspace of its own: JupyterLab would otherwise reopen the tabs of an earlier run (~/.jupyter)
-            f"--LabApp.workspaces_dir={tmp_path / '.workspaces'}",
+            f"--LabApp.workspaces_dir={root / '.workspaces'}",
         ],
+        cwd=root,
+        env=None if env is None else dict(os.environ) | env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -91,6 +88,20 @@ def lab(tmp_path):
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process_group(server)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL)]
+    execute(nb, timeout=120)
+    nbformat.write(nb, tmp_path / "chart.ipynb")
+    # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
+    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
+    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
+    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
+    with jupyter_lab(tmp_path) as url:
+        yield url
 
 
 @contextmanager
