@@ -1,5 +1,6 @@
 """In a real JupyterLab, in headless Chromium: altair charts and the lessons' inlined diagrams render with no
-network, and nbgrader's extension loads.
+network, nbgrader's extension loads, and the last cell of a lesson grades the notebook open in JupyterLab (and says
+when what it would grade is not what was run).
 
 Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that reason otherwise.
 """
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import nbformat
 import pytest
 
-from tests.nbtools import ROOT, execute, release_path, solved, stop_process_group
+from tests.nbtools import ROOT, execute, grade_id, release_path, solved, stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -40,6 +41,7 @@ attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline chec
 
 SAVED_AS = "my lesson 00.ipynb"
 FRESH = "fresh 00.ipynb"
+UNSAVED = "unsaved 00.ipynb"
 DIAGRAM_ALT = "The original transformer"  # lesson 04's encoder-decoder diagram, a data: URI in the student version
 COLAB_LINK = "Open this lesson in Colab"
 
@@ -100,6 +102,7 @@ def lab(tmp_path):
     nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
     shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
     shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
+    shutil.copy(release_path("00_welcome"), tmp_path / UNSAVED)  # another, for the learner who forgets to save
     with jupyter_lab(tmp_path) as url:
         yield url
 
@@ -206,3 +209,51 @@ def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
         "gradient_descent",
     ):
         assert f"{exercise}\t0 / 3\t{exercise}" in table and "not written yet" in table, table
+
+
+def _run_cell(page, containing: str) -> None:
+    """Click into the code cell that contains `containing` and run it (Shift+Enter)."""
+    cell = page.locator(".jp-CodeCell", has_text=containing).first
+    cell.scroll_into_view_if_needed(timeout=30_000)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+
+
+def test_the_last_cell_asks_to_save_before_it_grades_an_answer_that_was_only_run(lab, tmp_path):
+    """A correct answer written and run but not saved: the self-grade cell says to save first (it used to grade
+    the file on disk: 0 points, "not written yet"); after Ctrl+S, the same cell gives the exercise its points."""
+    answer = next(c.source for c in solved("00_welcome").cells if grade_id(c) == "count_characters")
+    with _browser() as page:
+        page.goto(f"{lab}/lab/tree/{quote(UNSAVED)}")
+        page.locator(".jp-Notebook").first.wait_for(timeout=90_000)
+        page.get_by_text("| Idle").first.wait_for(timeout=90_000)
+        _run_cell(page, "start_lesson(")  # the set-up cell
+        cell = page.locator(".jp-CodeCell", has_text="def count_characters").first
+        cell.scroll_into_view_if_needed(timeout=30_000)
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(answer)  # typed as one paste: no auto-indent
+        page.keyboard.press("Shift+Enter")
+        try:
+            _run_cell(page, 'grade_this_notebook("00_welcome")')
+            page.get_by_text("your saved notebook differs from what you ran in count_characters").first.wait_for(
+                timeout=120_000
+            )
+            assert "raise NotImplementedError" in _saved_answer(tmp_path / UNSAVED)  # nothing saved it meanwhile
+            page.keyboard.press("Control+s")
+            for _ in range(120):
+                if "raise NotImplementedError" not in _saved_answer(tmp_path / UNSAVED):
+                    break
+                time.sleep(0.5)
+            _run_cell(page, 'grade_this_notebook("00_welcome")')
+            report = page.locator(".jp-RenderedMarkdown", has_text="Lesson 00_welcome: 3 / 15 points").first
+            report.wait_for(timeout=240_000)
+            table = report.inner_text()
+        except Exception:
+            page.screenshot(path="/tmp/lab_unsaved.png", full_page=True)
+            raise
+    assert "count_characters\t3 / 3\t✓" in table, table
+
+
+def _saved_answer(path: Path) -> str:
+    return next(c.source for c in nbformat.read(path, as_version=4).cells if grade_id(c) == "count_characters")
