@@ -22,9 +22,10 @@ Trusted grading).
   100,000 printed characters kept per cell); where writes cannot be contained, the course folders a kernel must
   not touch are compared before and after it ran.
 - `InlineImages` (generate_assignment): the repository's diagrams go into the student version as data: URIs, as
-  `make release` puts them there, so every `generate_assignment` — the command, or formgrader's *Generate* button,
-  which writes into the tracked `release/` folder — writes the student version the course ships, never one whose
-  diagrams are broken links to files beside it.
+  `make release` puts them there, so every `generate_assignment` — the command, or formgrader's *Generate* button
+  — writes the student version the course ships, never one whose diagrams are broken links to files beside it.
+  formgrader writes it into the git-ignored `FORMGRADER_RELEASE` folder, not into the committed `release/`
+  (`in_jupyter_server`, read by nbgrader_config.py): its button deletes the lesson's folder before it writes.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
 - `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
