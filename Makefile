@@ -2,18 +2,24 @@
 # Both create ./.venv first if it is missing.  Override the interpreter or torch with
 #   make lab PYTHON=python3.12 TORCH="torch==2.13.0"
 PYTHON ?= python3
-# A pinned torch that pip can take without pulling a CUDA build where a CPU one is available locally.
+# A pinned torch. On Linux, pip's default torch is the CUDA build (several GB, of no use without an NVIDIA GPU):
+#   make lab TORCH_INDEX=cpu     installs the CPU build from https://download.pytorch.org/whl/cpu (any index of
+#                                that site works the same way: TORCH_INDEX=cu126). macOS and Windows get CPU builds.
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+TORCH_PIP := $(if $(TORCH_INDEX),--index-url https://download.pytorch.org/whl/$(TORCH_INDEX))
+NO_NVIDIA_LINUX := $(if $(filter Linux,$(shell uname -s 2>/dev/null)),$(if $(shell command -v nvidia-smi 2>/dev/null),,yes))
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: lab lab-instructor test lint images release grade class nbgrader clean-venv
+.PHONY: lab lab-instructor test lint images release grade class nbgrader feedback handout clean-venv
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH)"
+	$(if $(NO_NVIDIA_LINUX),$(if $(TORCH_INDEX),,@echo "note: no NVIDIA GPU here, and pip's torch for Linux is the CUDA build (several GB); make lab TORCH_INDEX=cpu installs the CPU build"))
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_PIP) "$(TORCH)"
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
@@ -35,6 +41,7 @@ lab-instructor: $(STAMP)
 
 # Two workers (CI has 2 cores); the 12 slowest tests are listed at the end, to see where CI's time goes.
 test: $(STAMP)
+	@test -d tests || { echo "no tests/ here: this is the students' hand-out of the course (the tests hold the solutions)"; exit 1; }
 	$(PY) -m pytest -n 2 --dist loadgroup --durations=12
 
 lint: $(STAMP)
@@ -54,15 +61,27 @@ grade: $(STAMP)
 	$(PY) -m course_lib grade "$(NB)"
 
 # Grade a class (instructors; see the README):  make class LESSON=04_attention FROM=path/to/submissions
-# (FROM: a folder of <student>.ipynb files or <student>/ folders; EXCHANGE=1 collects from the nbgrader exchange;
+# (FROM: a folder of <student>.ipynb files or <student>/ folders; a changed file is a resubmission, graded again;
+# EXCHANGE=1 collects from the nbgrader exchange; DEADLINE=2026-12-01T23:59 marks later submissions as late;
+# COPY_THRESHOLD=0.5: how alike a reference an answer must be to be flagged for you to look at;
 # MEMORY=2G: memory limit of each process running a submission, instead of nbgrader_config.py's).
 WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 class: $(STAMP)
-	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange) $(if $(MEMORY),--memory $(MEMORY))
+	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange) $(if $(MEMORY),--memory $(MEMORY)) $(if $(DEADLINE),--deadline $(DEADLINE)) $(if $(COPY_THRESHOLD),--copy-threshold $(COPY_THRESHOLD))
+
+# Each student's feedback for a lesson, one folder per student, to hand back:  make feedback LESSON=04_attention DEST=out
+feedback: $(STAMP)
+	$(PY) -m course_lib feedback $(LESSON) --to "$(DEST)"
+
+# What students get, as a git repository to publish (no instructor sources, no hidden tests):  make handout DEST=../course
+# (ARCHIVE=1: also a .tar.gz of it)
+handout: $(STAMP)
+	$(PY) -m course_lib handout "$(DEST)" $(if $(ARCHIVE),--archive)
 
 # Any nbgrader command in the course root with the course's environment:  make nbgrader ARGS="export"
+# (through a guard that refuses the commands that would replace the committed student versions, and explains).
 nbgrader: $(STAMP)
-	cd notebooks && ../$(PY) -m course_lib.workflow.startup $(ARGS)
+	$(PY) -m course_lib nbgrader $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,4 +1,9 @@
-"""Command line: `python -m course_lib {release,check,grade,class} ...` (course_lib.workflow.course, .classroom)."""
+"""Command line: `python -m course_lib {release,check,grade,class,feedback,handout,nbgrader} ...`.
+
+release, check: course_lib.workflow.course; grade: .selfgrade; class: .classroom; feedback and nbgrader (nbgrader's
+commands in the course root, with the ones that would do harm there refused and explained): .instructor;
+handout: .handout.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import sys
 from pathlib import Path
 
 from course_lib.workflow.course import CourseError, course_root, release, stale_files
+from course_lib.workflow.similarity import DEFAULT_THRESHOLD
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,16 +38,41 @@ def main(argv: list[str] | None = None) -> int:
         "--memory", help="memory limit of each process running a submission, e.g. 4G (default: nbgrader_config.py)"
     )
     p_class.add_argument(
+        "--deadline",
+        help="due date and time, e.g. 2026-12-01T23:59 (this machine's time zone) or 2026-12-01T23:59+01:00: "
+        "later submissions are graded and marked late",
+    )
+    p_class.add_argument(
+        "--copy-threshold",
+        type=float,
+        default=DEFAULT_THRESHOLD,
+        help="flag answers at least this alike a course reference or solution, names aside (0-1, default "
+        "%(default)s: course_lib/workflow/similarity.py); a flag for you to look at, never a score",
+    )
+    p_class.add_argument(
         "--no-write-containment",
         dest="contain_writes",
         action="store_false",
-        help="let submissions' kernels write anywhere you can (only detected, for some folders); see the README",
+        help="let submissions' kernels write anywhere you can (only detected, for some folders); see docs/GRADING.md",
     )
+    p_feedback = sub.add_parser("feedback", help="copy each student's feedback on a lesson into a folder per student")
+    p_feedback.add_argument("lesson", help="lesson id, e.g. 04_attention")
+    p_feedback.add_argument("--to", dest="dest", required=True, help="folder: DEST/<student>/<lesson>.html")
+    p_feedback.add_argument("--course", help="nbgrader course root (default: notebooks/)")
+    p_handout = sub.add_parser("handout", help="build what students get: no instructor sources, no hidden tests")
+    p_handout.add_argument("dest", help="a new folder (or an earlier hand-out): it becomes a git repository")
+    p_handout.add_argument("--archive", action="store_true", help="also write DEST.tar.gz")
+    sub.add_parser("nbgrader", help="an nbgrader command in the course root (make nbgrader ARGS=...)", add_help=False)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["nbgrader"]:  # everything after it is nbgrader's
+        from course_lib.workflow.instructor import main as nbgrader_main
+
+        return nbgrader_main(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
-            for path in release(args.lessons or None):
-                print(f"wrote {path}")
+            print("regenerating the student versions with nbgrader (a few seconds a lesson)", file=sys.stderr)
+            release(args.lessons or None, progress=lambda line: print(line, file=sys.stderr, flush=True))
             return 0
         if args.command == "check":
             stale = stale_files()
@@ -49,24 +80,29 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"stale: {name}  (run `make release` and commit the result)")
             return 1 if stale else 0
         if args.command == "class":
-            from course_lib.workflow.classroom import grade_class
+            return _grade_class(args)
+        if args.command == "feedback":
+            from course_lib.workflow.instructor import distribute_feedback
 
-            course = Path(args.course) if args.course else None
-            folder = Path(args.folder) if args.folder else None
-            results = grade_class(
-                args.lessons, course, folder, args.exchange, args.workers, args.timeout, args.regrade,
-                args.memory, args.contain_writes,
-            )  # fmt: skip
-            where = (course or course_root()).resolve()
-            for result in results:
-                print(f"{result.lesson}: {len(result.graded)} graded, {len(result.failed)} could not be graded")
-            print(f"grades: {where / 'grades.csv'}\nwhat the class got wrong: {where / 'class_report.md'}")
+            course = Path(args.course) if args.course else course_root()
+            copied = distribute_feedback(course, args.lesson, Path(args.dest))
+            for student, path in copied.items():
+                print(f"{student}: {path}")
+            print(f"{len(copied)} student(s)' feedback on {args.lesson}: {args.dest}/<student>/{args.lesson}.html")
+            return 0
+        if args.command == "handout":
+            from course_lib.workflow.handout import build_handout
+
+            if not args.dest:
+                parser.error("handout needs a folder, e.g. make handout DEST=../course-students")
+            print(build_handout(Path(args.dest), archive=args.archive))
             return 0
         from course_lib.workflow.selfgrade import grade_notebook
 
         if not args.notebook:
             parser.error(
-                "grade needs a notebook path, e.g. make grade NB=notebooks/release/00_welcome/00_welcome.ipynb"
+                "grade needs the path of your notebook: your copy of the lesson in work/, e.g. "
+                "make grade NB=work/00_welcome/00_welcome.ipynb (save it first)"
             )
         report = grade_notebook(args.notebook, args.lesson, timeout=args.timeout)
         print(report)
@@ -74,6 +110,32 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _grade_class(args) -> int:
+    from course_lib.workflow.class_report import GRADES_FILE, REPORT_FILE
+    from course_lib.workflow.classroom import grade_class
+    from course_lib.workflow.submissions import parse_deadline
+
+    course = Path(args.course) if args.course else None
+    folder = Path(args.folder) if args.folder else None
+    try:
+        deadline = parse_deadline(args.deadline) if args.deadline else None
+    except ValueError as exc:
+        raise CourseError(str(exc)) from None
+    threshold = args.copy_threshold
+    if not 0 < threshold <= 1:
+        raise CourseError(f"--copy-threshold: expected a number in (0, 1], got {threshold}")
+    results = grade_class(
+        args.lessons, course, folder, args.exchange, args.workers, args.timeout, args.regrade,
+        args.memory, args.contain_writes, deadline, threshold,
+    )  # fmt: skip
+    where = (course or course_root()).resolve()
+    for result in results:
+        print(f"{result.lesson}: {len(result.graded)} graded, {len(result.failed)} could not be graded")
+    print(f"grades: {where / GRADES_FILE}\nwhat the class got wrong: {where / REPORT_FILE}")
+    print(f"feedback: {where / 'feedback'} (make feedback LESSON=<id> DEST=<folder>: one folder per student)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@ Tensor shapes are written like the shape comments of the lessons:
     "B, T, n_heads*D"     with n_heads=4 the last dimension must be a multiple of 4
     "B, T<=max_len, C"    with max_len=16 at most 16 positions
 
+Where checks go: at the entry points a learner calls — the exercises' reference functions, the top-level
+model's forward — not inside a layer's forward that runs within a bigger model (nor the helpers it calls,
+such as `attention_weights` or `split_heads`): there they would cost every forward pass, and a compiled forward
+must hold nothing but the model (GPT2.forward checks its inputs only when not under torch.compile). A layer
+keeps only the ValueError its contract names, and MultiHeadCrossAttention the mask check lesson 07 shows.
+Constructors keep brief checks of their sizes, where a wrong value would otherwise fail later, far from its cause.
+
 Messages write the argument in backticks (`x` must be ...), except the checks of plain Python values from
 lesson 01 (`string`, `integer`, `items`, `int_list`), which keep that lesson's wording: "stride must be >= 1".
 
@@ -136,7 +143,7 @@ def _broadcast(*shapes: Sequence[int]) -> tuple[int, ...] | None:
 
 
 def _not_shaped(name: str, value: Tensor, shape: str, sizes: dict[str, int]) -> ValueError:
-    """The error for a tensor that does not fit `shape`; built only when needed (forward passes check often)."""
+    """The error for a tensor that does not fit `shape`; built only when needed (most checks pass)."""
     free, labels = _parse(shape)
     used = set(shape.replace("<=", ",").replace("*", ",").replace(" ", "").split(","))
     where = ", ".join(f"{label}={size}" for label, size in sizes.items() if label in used)

@@ -60,15 +60,14 @@ def simple_self_attention(x: Tensor) -> Tensor:
 def attention_weights(q: Tensor, k: Tensor, mask: Tensor | None = None) -> Tensor:
     """softmax(q kᵀ / sqrt(dk)) with masked scores set to -inf: the weights before they multiply V.
 
-    Lesson 04 (used by every attention module of lessons 04-05).
+    Lesson 04 (used by every attention module of lessons 04-10, inside their forward: it checks nothing, and
+    `scaled_dot_product_attention` checks the arguments a learner passes).
     q: (..., Tq, dk), k: (..., Tk, dk), mask: bool, broadcastable to (..., Tq, Tk) -> (..., Tq, Tk).
     """
-    _checks.tensors(q=(q, "..., Tq, dk"), k=(k, "..., Tk, dk"))
     scores = q @ k.transpose(-2, -1)  # (..., Tq, dk) @ (..., dk, Tk) -> (..., Tq, Tk)
     # Without the 1/sqrt(dk) the scores' variance grows with dk and the softmax saturates to one-hot rows.
     scores = scores / math.sqrt(q.shape[-1])
     if mask is not None:
-        _checks.mask("mask", mask, tuple(scores.shape))
         scores = scores.masked_fill(~mask, float("-inf"))  # exp(-inf) = 0: masked keys get zero weight
     return torch.softmax(scores, dim=-1)
 
@@ -82,6 +81,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor |
     True = keep -> out (..., Tq, dv), weights (..., Tq, Tk).
     """
     _checks.tensors(q=(q, "..., Tq, dk"), k=(k, "..., Tk, dk"), v=(v, "..., Tk, dv"))
+    _checks.mask("mask", mask, (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2]))
     weights = attention_weights(q, k, mask)  # (..., Tq, Tk)
     return weights @ v, weights  # (..., Tq, Tk) @ (..., Tk, dv) -> (..., Tq, dv)
 
@@ -91,7 +91,6 @@ def causal_mask(T: int, device: torch.device | str | None = None) -> Tensor:
 
     Lesson 04, exercise `causal_mask`. Build it for the actual length of each batch, not once for the maximum.
     """
-    _checks.positive_int("T", T)
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T, T)
 
 
@@ -136,7 +135,6 @@ class SelfAttention(nn.Module):
         self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x: (B, T, d_in); mask: optional bool broadcastable to (B, T, T), True = keep."""
-        _checks.tensor("x", x, "B, T, d_in", d_in=self.d_in)
         q, k, v = self.W_query(x), self.W_key(x), self.W_value(x)  # each (B, T, d_out)
         out, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, T, d_out), (B, T, T)
         return (out, weights) if need_weights else out
@@ -166,9 +164,9 @@ class CausalSelfAttention(nn.Module):
         self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
         """x: (B, T, d_in); mask: optional bool (e.g. key padding) broadcastable to (B, T, T), True = keep."""
-        _checks.tensor("x", x, "B, T<=context_length, d_in", d_in=self.d_in, context_length=self.context_length)
-        B, T, _ = x.shape
-        _checks.mask("mask", mask, (B, T, T))
+        T = x.shape[1]
+        if self.context_length < T:  # lesson 04's contract, though the mask would fit any T
+            raise ValueError(f"`x` has T={T}, more than context_length={self.context_length}")
         allowed = causal_mask(T, device=x.device)  # (T, T), new: built for this call's T
         if mask is not None:
             allowed = allowed & mask  # (B, T, T): causal and not padding

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import _checks
-from course_lib.multihead import MultiHeadAttention
+from course_lib.multihead import LayerCache, MultiHeadAttention
 from course_lib.multihead_cross import MultiHeadCrossAttention
 
 __all__ = [
@@ -93,9 +93,11 @@ class TransformerBlock(nn.Module):
     """GPT-2's block: pre-LN self-attention and feed-forward, each inside a residual connection.
 
     Lesson 06, exercise `TransformerBlock`. `ln1`, `ln2` are nn.LayerNorm(d_model); `attn` a MultiHeadAttention
-    (causal by default); `mlp` a FeedForward with d_hidden = 4 * d_model unless given. Dropout only where
-    `attn` and `mlp` apply it. `norm_first=False` gives the post-LN order, for comparison (not GPT-2).
-    x: (B, T, d_model), mask: bool broadcastable to (B, H, T, T) -> (B, T, d_model).
+    (causal by default; `use_sdpa` goes to it); `mlp` a FeedForward with d_hidden = 4 * d_model unless given.
+    Dropout only where `attn` and `mlp` apply it. `norm_first=False` gives the post-LN order, for comparison
+    (not GPT-2). The models of lessons 09-11 run every layer through this forward: `need_weights` also returns
+    the attention weights (B, H, T, T), for plots; `cache` (lesson 10) is the layer's LayerCache, passed on to
+    `attn`. x: (B, T, d_model), mask: bool broadcastable to (B, H, T, T) -> (B, T, d_model), or (out, weights).
     """
 
     def __init__(
@@ -106,29 +108,32 @@ class TransformerBlock(nn.Module):
         dropout: float = 0.0,
         causal: bool = True,
         norm_first: bool = True,
+        use_sdpa: bool = False,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, causal=causal)
+        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, causal=causal, use_sdpa=use_sdpa)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = FeedForward(d_model, 4 * d_model if d_hidden is None else d_hidden, dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False, cache: LayerCache | None = None
+    ) -> Tensor | tuple[Tensor, Tensor | None]:
+        attended = self.attn(self.ln1(x) if self.norm_first else x, mask, need_weights=need_weights, cache=cache)
+        attended, weights = attended if need_weights else (attended, None)  # (B, T, C), (B, H, T, T)
         if self.norm_first:
-            x = x + self.attn(self.ln1(x), mask)  # the stream is only ever added to
-            return x + self.mlp(self.ln2(x))
-        x = self.ln1(x + self.attn(x, mask))  # post-LN: the stream itself is normalised
-        return self.ln2(x + self.mlp(x))
+            x = x + attended  # the stream is only ever added to
+            x = x + self.mlp(self.ln2(x))
+        else:
+            x = self.ln1(x + attended)  # post-LN: the stream itself is normalised
+            x = self.ln2(x + self.mlp(x))
+        return (x, weights) if need_weights else x
 
 
-def _key_mask(padding: Tensor | None, x: Tensor, name: str) -> Tensor | None:
+def _key_mask(padding: Tensor | None) -> Tensor | None:
     """A (B, T) padding mask (True = real token) as (B, 1, 1, T): it then blocks keys, for every head and query."""
-    if padding is None:
-        return None
-    _checks.tensor(name, padding, "B, T", B=x.shape[0], T=x.shape[1])
-    _checks.mask(name, padding, x.shape[:2])  # bool
-    return padding[:, None, None, :]  # (B, 1, 1, T)
+    return None if padding is None else padding[:, None, None, :]  # (B, 1, 1, T)
 
 
 class EncoderLayer(nn.Module):
@@ -161,7 +166,7 @@ class EncoderLayer(nn.Module):
     def forward(
         self, x: Tensor, padding_mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
-        mask = _key_mask(padding_mask, x, "padding_mask")  # (B, 1, 1, S)
+        mask = _key_mask(padding_mask)  # (B, 1, 1, S)
         if self.norm_first:
             attended, weights = self.self_attn(self.norm1(x), mask, need_weights=True)  # (B, S, C), (B, H, S, S)
             x = x + self.dropout(attended)
@@ -214,8 +219,8 @@ class DecoderLayer(nn.Module):
         memory_padding_mask: Tensor | None = None,
         need_weights: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor, Tensor]:
-        self_mask = _key_mask(padding_mask, x, "padding_mask")  # (B, 1, 1, T), and'ed with the causal mask
-        cross_mask = _key_mask(memory_padding_mask, memory, "memory_padding_mask")  # (B, 1, 1, S)
+        self_mask = _key_mask(padding_mask)  # (B, 1, 1, T), and'ed with the causal mask
+        cross_mask = _key_mask(memory_padding_mask)  # (B, 1, 1, S)
         if self.norm_first:
             h, self_w = self.self_attn(self.norm1(x), self_mask, need_weights=True)  # (B, T, C), (B, H, T, T)
             x = x + self.dropout(h)

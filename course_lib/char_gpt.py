@@ -40,20 +40,17 @@ class CharGPT(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.position_embedding = nn.Embedding(block_size, d_model)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, dropout=dropout) for _ in range(n_layers))
-        for block in self.blocks:
-            block.attn.use_sdpa = use_sdpa
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, dropout=dropout, use_sdpa=use_sdpa) for _ in range(n_layers)
+        )
         self.ln_f = nn.LayerNorm(d_model)  # pre-LN stacks need a norm after the last block
         self.lm_head = nn.Linear(d_model, vocab_size)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """idx: (B, T) long -> logits (B, T, V), and the mean cross-entropy against `targets` (B, T) if given."""
-        _checks.tensor("idx", idx, "B, T", integer=True)
-        n_positions = idx.shape[1]
-        if n_positions > self.block_size:
-            raise ValueError(f"idx has T={n_positions} positions but the model's block_size is {self.block_size}")
-        positions = torch.arange(n_positions, device=idx.device)  # (T,)
-        x = self.drop(self.token_embedding(idx) + self.position_embedding(positions))  # (B, T, C)
+        if not torch.compiler.is_compiling():  # a compiled graph leaves the check out: nothing in it but the model
+            self._check_idx(idx)
+        x = self._embed(idx)  # (B, T, C)
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
@@ -62,21 +59,27 @@ class CharGPT(nn.Module):
         loss = F.cross_entropy(logits.reshape(-1, self.vocab_size), targets.reshape(-1))
         return logits, loss
 
+    def _embed(self, idx: Tensor) -> Tensor:
+        """Token plus position embeddings, then dropout: (B, T) -> (B, T, C)."""
+        positions = torch.arange(idx.shape[1], device=idx.device)  # (T,)
+        return self.drop(self.token_embedding(idx) + self.position_embedding(positions))  # (B, T, C)
+
+    def _check_idx(self, idx: Tensor) -> None:
+        _checks.tensor("idx", idx, "B, T", integer=True)
+        if idx.shape[1] > self.block_size:
+            raise ValueError(f"idx has T={idx.shape[1]} positions but the model's block_size is {self.block_size}")
+
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> Tensor:
         """The attention weights of every layer and head for `idx` (B, T): (n_layers, B, H, T, T), for plotting.
 
-        The same computation as `forward` (attention always on the explicit path, which returns its weights).
+        The same pass as `forward` (in the model's current mode), each block asked for its weights, which always
+        takes the explicit path (SDPA never forms them).
         """
-        _checks.tensor("idx", idx, "B, T", integer=True)
-        T = idx.shape[1]
-        if self.block_size < T:
-            raise ValueError(f"idx has T={T} positions but the model's block_size is {self.block_size}")
-        x = self.token_embedding(idx) + self.position_embedding(torch.arange(T, device=idx.device))  # (B, T, C)
+        self._check_idx(idx)
+        x = self._embed(idx)  # (B, T, C)
         maps = []
         for block in self.blocks:
-            h, weights = block.attn(block.ln1(x), need_weights=True)  # (B, T, C), (B, H, T, T)
-            x = x + h
-            x = x + block.mlp(block.ln2(x))
+            x, weights = block(x, need_weights=True)  # (B, T, C), (B, H, T, T)
             maps.append(weights)
         return torch.stack(maps)  # (n_layers, B, H, T, T)

@@ -1,12 +1,18 @@
-"""Why blocks are built the way they are: measurements on deep stacks at initialisation (Lesson 06).
+"""Why blocks are built the way they are: measurements on deep stacks (Lesson 06).
 
     residual_gradient_norms   how much gradient reaches the input of a stack of feed-forward layers, and each
-                              layer's weights, with and without residual connections
-    depth_statistics          post-LN vs pre-LN stacks of TransformerBlocks: the size of the residual stream after
-                              each block, and the gradient each block's parameters get
+                              layer's weights, with and without residual connections (at initialisation)
+    depth_statistics          post-LN vs pre-LN stacks of TransformerBlocks at initialisation: the size of the
+                              residual stream after each block, and the gradient each block's parameters get
+    copy_task_batch           a small task to train on: a random first half, then the same tokens again
+    StackLM                   embeddings, a post-LN or pre-LN stack of TransformerBlocks, a linear read-out
+    warmup_lr                 a linear learning-rate warm-up, then a constant rate
+    train_stack               train a StackLM on the copy task with Adam, with or without warm-up: the loss of
+                              every step
 
-Both build fresh random models from a seed, run one forward and one backward pass on random data and return
-plain rows (lists of dicts) for a table or a plot. Nothing is trained.
+The first two build fresh random models from a seed, run one forward and one backward pass on random data and
+return plain rows (lists of dicts) for a table or a plot; nothing is trained. `train_stack` trains for a fixed
+number of steps (never a fixed time), from a seed, so its result does not depend on how fast the machine is.
 
 Shape legend: B batch, T time, C / d_model channels, V vocabulary.
 """
@@ -22,7 +28,14 @@ from torch import Tensor, nn
 from course_lib import _checks
 from course_lib.blocks import FeedForward, TransformerBlock
 
-__all__ = ["residual_gradient_norms", "depth_statistics"]
+__all__ = [
+    "residual_gradient_norms",
+    "depth_statistics",
+    "copy_task_batch",
+    "StackLM",
+    "warmup_lr",
+    "train_stack",
+]
 
 
 def _norm(tensors: Sequence[Tensor]) -> float:
@@ -73,7 +86,10 @@ def residual_gradient_norms(
 
 
 def _xavier(module: nn.Module) -> None:
-    """Glorot-uniform weights and zero biases for every linear layer, as nn.Transformer initialises its own."""
+    """Glorot-uniform weights for every linear layer, as nn.Transformer initialises its weight matrices, and zero
+    biases. Glorot (Xavier) draws from U(-a, a) with a = sqrt(6 / (fan_in + fan_out)): std sqrt(2 / (fan_in +
+    fan_out)), the same for a layer and its transpose; nn.Linear's default depends on fan_in only (std
+    1 / sqrt(3 fan_in))."""
     for sub in module.modules():
         if isinstance(sub, nn.Linear):
             nn.init.xavier_uniform_(sub.weight)
@@ -91,8 +107,8 @@ def depth_statistics(
     seed: int = 0,
 ) -> list[dict]:
     """A stack of `n_layers` causal TransformerBlocks, post-LN (`norm_first=False`) or pre-LN (True, with the
-    final LayerNorm GPT-2 adds), Glorot-initialised; the loss is the cross-entropy of a linear read-out against
-    random targets (a language model at initialisation).
+    final LayerNorm GPT-2 adds), Glorot-initialised (`_xavier`); the loss is the cross-entropy of a linear read-out
+    against random targets (a language model at initialisation).
 
     One row per block, bottom to top: `layer` (1..n_layers), `stream_std` = the standard deviation of the residual
     stream after the block, `grad_norm` = the norm of the gradient of all the block's parameters together.
@@ -116,3 +132,95 @@ def depth_statistics(
         {"layer": i + 1, "stream_std": std, "grad_norm": _norm([p.grad for p in block.parameters()])}
         for i, (std, block) in enumerate(zip(stream_std, blocks, strict=True))
     ]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Training a stack: does the position of the LayerNorm decide whether it needs a learning-rate warm-up?
+
+
+def copy_task_batch(batch_size: int, half: int, vocab_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """`batch_size` sequences of 2 * half tokens: `half` random tokens, then the same tokens again.
+
+    Returns (inputs, targets), each (B, 2 * half - 1): a language model's pairs, targets = inputs shifted by one.
+    Only the targets of the second half, `targets[:, half - 1:]`, can be predicted (the first half is random):
+    a model that has learned to copy gets them right, one that guesses scores ln(vocab_size) on them.
+    """
+    _checks.positive_ints(batch_size=batch_size, half=half, vocab_size=vocab_size)
+    first = torch.randint(vocab_size, (batch_size, half), generator=generator)  # (B, half)
+    sequence = torch.cat([first, first], dim=1)  # (B, 2 half)
+    return sequence[:, :-1], sequence[:, 1:]  # (B, 2 half - 1) each
+
+
+class StackLM(nn.Module):
+    """Token and learned position embeddings, `n_layers` causal TransformerBlocks, a linear read-out.
+
+    `norm_first=False` stacks post-LN blocks (the 2017 order; the last block already ends with a LayerNorm),
+    True pre-LN blocks followed by GPT-2's final LayerNorm. The blocks' linear layers are Glorot-initialised, as
+    in `depth_statistics`. idx (B, T) long -> logits (B, T, V). Lesson 06, "warm-up, measured".
+    """
+
+    def __init__(
+        self, vocab_size: int, context_length: int, d_model: int, n_heads: int, n_layers: int, norm_first: bool
+    ) -> None:
+        super().__init__()
+        _checks.positive_ints(vocab_size=vocab_size, context_length=context_length, n_layers=n_layers)
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(context_length, d_model)
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, norm_first=norm_first) for _ in range(n_layers))
+        _xavier(self.blocks)
+        self.ln_f = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)  # (B, T, C)
+        return self.head(self.ln_f(x))  # (B, T, V)
+
+
+def warmup_lr(step: int, peak_lr: float, warmup_steps: int) -> float:
+    """The learning rate of step `step` (from 0): it climbs linearly, peak_lr / warmup_steps at step 0 up to
+    peak_lr at step warmup_steps - 1, then stays at peak_lr. warmup_steps = 0: peak_lr from the first step.
+    (Lesson 10's cosine schedule starts with the same warm-up, then decays.)"""
+    _checks.integer("step", step, minimum=0)
+    _checks.integer("warmup_steps", warmup_steps, minimum=0)
+    _checks.positive_number("peak_lr", peak_lr)
+    return peak_lr * min(1.0, (step + 1) / warmup_steps) if warmup_steps else peak_lr
+
+
+def train_stack(
+    norm_first: bool,
+    warmup_steps: int,
+    steps: int = 200,
+    lr: float = 1e-2,
+    n_layers: int = 6,
+    d_model: int = 32,
+    n_heads: int = 4,
+    vocab_size: int = 16,
+    half: int = 8,
+    batch_size: int = 16,
+    seed: int = 0,
+) -> list[float]:
+    """Train a fresh StackLM on `copy_task_batch` for `steps` steps of Adam (PyTorch's defaults but the learning
+    rate, which follows `warmup_lr`), and return the loss of every step: the cross-entropy on the second half.
+
+    The seed fixes the model and the batches: runs that differ only in `norm_first` or `warmup_steps` start from
+    models of the same shapes drawn from the same seed and see the same batches. Lesson 06, "warm-up, measured".
+    """
+    _checks.positive_ints(steps=steps, batch_size=batch_size, half=half)
+    torch.manual_seed(seed)
+    model = StackLM(vocab_size, 2 * half, d_model, n_heads, n_layers, norm_first)
+    optimizer = torch.optim.Adam(model.parameters(), lr=warmup_lr(0, lr, warmup_steps))
+    batches = torch.Generator().manual_seed(seed + 1)
+    losses = []
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = warmup_lr(step, lr, warmup_steps)
+        inputs, targets = copy_task_batch(batch_size, half, vocab_size, batches)  # (B, 2 half - 1) each
+        logits = model(inputs)[:, half - 1 :]  # (B, half, V): the predictions of the second half
+        loss = F.cross_entropy(logits.flatten(0, 1), targets[:, half - 1 :].flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

@@ -2,11 +2,12 @@
 
     GPT2Config             frozen dataclass: sizes, dropout, vocabulary padding, attention path; presets
                            small / medium / large / xl (OpenAI's four sizes) and tiny (for tests)
-    GPT2                   token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06)
-                           -> final LayerNorm -> output head tied to the token embedding
+    GPT2                   lesson 09's GPT (embeddings -> pre-LN TransformerBlocks -> final LayerNorm -> tied
+                           head) with a config, GPT-2's initialisation, vocabulary padding and a KV cache
                            forward(idx, targets=None, cache=None) -> (logits, loss); attention_maps(idx)
     KVCache                every layer's keys and values so far, so generation feeds one new token per step
-    attend_with_cache      the same idea for one attention step, written plainly: append k, v, attend (exercise)
+    attend_with_cache      one attention step with the cache: append k, v, attend (exercise; defined in
+                           course_lib.multihead, whose MultiHeadAttention calls it in every layer)
     gpt2_parameter_count   the parameter count from the sizes alone (Lesson 10, exercise)
     gpt2_flops_per_token   FLOPs (not multiply-adds: one multiply-add = 2 FLOPs) per token, forward or training
 
@@ -31,17 +32,15 @@ D head size (C / H), V vocabulary (Vp padded), L layers.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from course_lib import _checks
-from course_lib.attention import attention_weights
-from course_lib.blocks import TransformerBlock
-from course_lib.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_lib.gpt import GPT, init_gpt2
+from course_lib.multihead import LayerCache, attend_with_cache
 
 __all__ = ["GPT2Config", "GPT2", "KVCache", "attend_with_cache", "gpt2_parameter_count", "gpt2_flops_per_token"]
 
@@ -105,79 +104,30 @@ class GPT2Config:
 
 
 class KVCache:
-    """The keys and values every layer has computed so far, in buffers sized for the whole context.
+    """The keys and values every layer has computed so far: one LayerCache per block, in `layers`.
 
-    Lesson 10. `length` positions are filled; a forward pass with the cache attends its T new queries to the
-    P = length cached keys plus their own T, writes the new keys and values behind the old ones, and then moves
-    `length` on by T. Keys: layer -> (B, H, context_length, D) buffers.
+    Lesson 10. A forward pass with the cache feeds T new positions: in every block the attention appends their
+    keys and values behind the P = `length` cached ones (attend_with_cache) and attends to all P + T of them.
+    It starts empty, (B, H, 0, D) per layer; the model refuses to grow it past its context_length.
     """
 
     def __init__(self, config: GPT2Config, batch_size: int, device=None, dtype: torch.dtype = torch.float32):
         _checks.positive_int("batch_size", batch_size)
-        self.max_length = config.context_length
-        shape = (batch_size, config.n_heads, config.context_length, config.d_head)  # (B, H, context, D)
-        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layers)]
-        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.n_layers)]
-        self.length = 0  # positions filled
+        empty = torch.zeros(batch_size, config.n_heads, 0, config.d_head, device=device, dtype=dtype)  # (B, H, 0, D)
+        self.layers = [LayerCache(keys=empty, values=empty) for _ in range(config.n_layers)]  # never written in place
 
-    def update(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Store the new keys/values (B, H, T, D) of `layer`; return all of them so far (B, H, P + T, D)."""
-        P, T = self.length, k.shape[2]
-        self.keys[layer][:, :, P : P + T] = k
-        self.values[layer][:, :, P : P + T] = v
-        return self.keys[layer][:, :, : P + T], self.values[layer][:, :, : P + T]
+    @property
+    def length(self) -> int:
+        """Positions cached so far (P)."""
+        return self.layers[0].keys.shape[2]
 
-
-def attend_with_cache(
-    q: Tensor, k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor
-) -> tuple[Tensor, Tensor, Tensor]:
-    """One step of causal self-attention with a growing cache: what KVCache and the model do, in four lines.
-
-    Lesson 10, exercise `attend_with_cache`. q, k, v (B, H, T, D) belong to T new positions; k_cache, v_cache
-    (B, H, P, D) hold the keys and values of the P positions before them (P = 0: an empty cache). The new keys
-    and values go *after* the cached ones, so new query i sits at position P + i and may attend keys 0..P + i
-    (the causal triangle shifted right by P; with T = 1 every key is allowed). Scores are scaled by sqrt(D).
-    Returns (out (B, H, T, D), keys (B, H, P + T, D), values (B, H, P + T, D)): new tensors, the inputs unchanged.
-    The cached keys are not recomputed: in a causal model a position's key and value never change later.
-    """
-    _checks.tensors(
-        q=(q, "B, H, T, D"), k=(k, "B, H, T, D"), v=(v, "B, H, T, Dv"),
-        k_cache=(k_cache, "B, H, P, D"), v_cache=(v_cache, "B, H, P, Dv"),
-    )  # fmt: skip
-    P, T = k_cache.shape[2], q.shape[2]
-    keys = torch.cat([k_cache, k], dim=2)  # (B, H, P + T, D): the cached positions first, then the new ones
-    values = torch.cat([v_cache, v], dim=2)  # (B, H, P + T, Dv)
-    allowed = torch.ones(T, P + T, dtype=torch.bool, device=q.device).tril(diagonal=P)  # (T, P + T): keys 0..P+i
-    weights = attention_weights(q, keys, allowed)  # (B, H, T, P + T)
-    return weights @ values, keys, values  # (B, H, T, P + T) @ (B, H, P + T, Dv) -> (B, H, T, Dv)
+    @property
+    def batch_size(self) -> int:
+        return self.layers[0].keys.shape[0]
 
 
-def _cached_attention(attn: MultiHeadAttention, x: Tensor, cache: KVCache, layer: int) -> Tensor:
-    """`attn`'s causal self-attention for T new positions, reading the cached keys and values of the earlier ones.
-
-    The same weights and the same arithmetic as MultiHeadAttention.forward (lesson 05); what changes is that
-    the keys come from the cache too, so query i (at absolute position P + i) may attend keys 0..P + i.
-    x: (B, T, C) -> (B, T, C).
-    """
-    P, T = cache.length, x.shape[1]
-    q, k, v = attn.qkv(x).split(attn.d_model, dim=-1)  # 3 x (B, T, C)
-    q, k, v = (split_heads(t, attn.n_heads) for t in (q, k, v))  # each (B, H, T, D)
-    k, v = cache.update(layer, k, v)  # (B, H, P + T, D)
-    # Row i of the mask: True for keys 0..P+i. With one new token (T = 1) every key is allowed.
-    keys_at = torch.arange(P + T, device=x.device)  # (P + T,)
-    allowed = keys_at[None, :] <= (P + torch.arange(T, device=x.device))[:, None]  # (T, P + T)
-    dropout_p = attn.dropout.p if attn.training else 0.0
-    if attn.use_sdpa:
-        # is_causal would align the triangle to the top-left corner, wrong once P > 0: pass the mask instead.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)  # (B, H, T, D)
-    else:
-        weights = attn.dropout(attention_weights(q, k, allowed))  # (B, H, T, P + T)
-        out = weights @ v  # (B, H, T, P + T) @ (B, H, P + T, D) -> (B, H, T, D)
-    return attn.out_proj(merge_heads(out))  # (B, T, C)
-
-
-class GPT2(nn.Module):
-    """GPT-2: lesson 06's pre-LN TransformerBlocks between a tied embedding and output head.
+class GPT2(GPT):
+    """GPT-2: lesson 09's GPT with what GPT-2 adds — a config, GPT-2's initialisation, vocabulary padding, a cache.
 
     Lesson 10. forward(idx (B, T) long, targets (B, T) long or None, cache KVCache or None) -> logits
     (B, T, vocab_size) and the mean cross-entropy (targets equal to -100 are ignored), or None without targets.
@@ -186,41 +136,17 @@ class GPT2(nn.Module):
     """
 
     def __init__(self, config: GPT2Config) -> None:
-        super().__init__()
         _checks.instance("config", config, GPT2Config, "a GPT2Config")
-        self.config = config
-        C, Vp = config.d_model, config.padded_vocab_size
-        self.tok_emb = nn.Embedding(Vp, C)
-        self.pos_emb = nn.Embedding(config.context_length, C)  # learned positions (not sinusoids)
-        self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(C, config.n_heads, dropout=config.dropout) for _ in range(config.n_layers)
+        c = config
+        super().__init__(
+            c.padded_vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.dropout, use_sdpa=c.use_sdpa
         )
-        for block in self.blocks:
-            block.attn.use_sdpa = config.use_sdpa
-        self.ln_f = nn.LayerNorm(C)  # pre-LN leaves the stream un-normalised after the last block
-        self.lm_head = nn.Linear(C, Vp, bias=False)
-        # Weight tying (Press & Wolf 2017): one (Vp, C) matrix both embeds tokens and scores them.
-        self.lm_head.weight = self.tok_emb.weight
+        self.config = config
         self.reset_parameters()
 
-    @torch.no_grad()
     def reset_parameters(self) -> None:
-        """GPT-2's initialisation: N(0, 0.02) weights, zero biases, LayerNorms at (1, 0); the two projections
-        that write into the residual stream (attn.out_proj, mlp.fc2) get std 0.02 / sqrt(2 * n_layers), since
-        each block adds two terms to the stream and the variance of a sum grows with the number of terms."""
-        residual_std = 0.02 / math.sqrt(2 * self.config.n_layers)
-        for name, module in self.named_modules():
-            if isinstance(module, nn.Linear):
-                std = residual_std if name.endswith(("attn.out_proj", "mlp.fc2")) else 0.02
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            elif isinstance(module, nn.LayerNorm):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
+        """GPT-2's initialisation (`course_lib.gpt.init_gpt2`): N(0, 0.02), the residual projections scaled down."""
+        init_gpt2(self, self.config.n_layers)
 
     def new_cache(self, batch_size: int) -> KVCache:
         """An empty KVCache for this model, on its device and in its dtype."""
@@ -230,6 +156,28 @@ class GPT2(nn.Module):
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
+        if not torch.compiler.is_compiling():  # a compiled graph leaves the checks out: nothing in it but the model
+            self._check_inputs(idx, targets, cache)
+        B, T = idx.shape
+        x = self._embed(idx, start=0 if cache is None else cache.length)  # (B, T, C)
+        layer_caches = [None] * len(self.blocks) if cache is None else cache.layers
+        for block, layer_cache in zip(self.blocks, layer_caches, strict=True):
+            x = block(x, cache=layer_cache)  # lesson 06's block; with a cache its attention reads and grows it
+        logits = self.lm_head(self.ln_f(x))  # (B, T, Vp)
+        if self.config.padded_vocab_size != self.config.vocab_size:
+            logits = logits[..., : self.config.vocab_size]  # (B, T, V): padding ids are not tokens
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))  # mean over the B*T positions
+        return logits, loss
+
+    def _embed(self, idx: Tensor, start: int = 0) -> Tensor:
+        """Token plus learned position embeddings (positions start..start+T-1), then dropout: (B, T) -> (B, T, C)."""
+        positions = torch.arange(start, start + idx.shape[1], device=idx.device)  # (T,)
+        return self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
+
+    def _check_inputs(self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None) -> None:
+        """The mistakes a caller can make, each named: ids (B, T) of the vocabulary that fit the context."""
         _checks.tensor("idx", idx, "B, T", integer=True)
         B, T = idx.shape
         start = 0 if cache is None else cache.length  # absolute position of idx[:, 0]
@@ -238,46 +186,27 @@ class GPT2(nn.Module):
             raise ValueError(
                 f"idx has T={T} positions{where}, more than the model's context_length {self.config.context_length}"
             )
-        if cache is not None and cache.keys[0].shape[0] != B:
-            raise ValueError(f"the cache was made for batch size {cache.keys[0].shape[0]}, idx has {B} rows")
-        if idx.device.type == "cpu" and not torch.compiler.is_compiling():
+        if cache is not None and cache.batch_size != B:
+            raise ValueError(f"the cache was made for batch size {cache.batch_size}, idx has {B} rows")
+        if idx.device.type == "cpu":
             # Ids in the padding rows would pass the embedding silently. (Skipped on GPUs, where reading the
-            # ids back would stall every step, and under torch.compile, where it would break the graph.)
+            # ids back would stall every step.)
             _checks.indices("idx", idx, self.config.vocab_size, "token ids of the vocabulary")
-        positions = torch.arange(start, start + T, device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
-        for i, block in enumerate(self.blocks):
-            if cache is None:
-                x = block(x)  # lesson 06's block, unchanged
-            else:  # the same pre-LN block, its attention reading the cache
-                x = x + _cached_attention(block.attn, block.ln1(x), cache, i)
-                x = x + block.mlp(block.ln2(x))
-        if cache is not None:
-            cache.length += T
-        logits = self.lm_head(self.ln_f(x))  # (B, T, Vp)
-        if self.config.padded_vocab_size != self.config.vocab_size:
-            logits = logits[..., : self.config.vocab_size]  # (B, T, V): padding ids are not tokens
-        if targets is None:
-            return logits, None
-        _checks.tensor("targets", targets, "B, T", integer=True, B=B, T=T)
-        loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))  # mean over the B*T positions
-        return logits, loss
+        if targets is not None:
+            _checks.tensor("targets", targets, "B, T", integer=True, B=B, T=T)
 
     @torch.no_grad()
     def attention_maps(self, idx: Tensor) -> list[Tensor]:
         """Every block's attention weights, for plots: idx (B, T) -> n_layers tensors (B, H, T, T).
 
-        Lesson 10. The same pass as forward (in the model's current mode), each attention asked for its weights,
+        Lesson 10. The same pass as forward (in the model's current mode), each block asked for its weights,
         which always takes the explicit path (SDPA never forms them).
         """
-        _checks.tensor("idx", idx, "B, T<=context_length", integer=True, context_length=self.config.context_length)
-        positions = torch.arange(idx.shape[1], device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
+        self._check_inputs(idx)
+        x = self._embed(idx)  # (B, T, C)
         maps = []
         for block in self.blocks:
-            attended, weights = block.attn(block.ln1(x), need_weights=True)  # (B, T, C), (B, H, T, T)
-            x = x + attended
-            x = x + block.mlp(block.ln2(x))
+            x, weights = block(x, need_weights=True)  # (B, T, C), (B, H, T, T)
             maps.append(weights)
         return maps
 

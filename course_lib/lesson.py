@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LessonEnvironment", "NotSaved", "autograding", "grade_this_notebook", "start_lesson"]
+__all__ = ["LessonEnvironment", "NotSaved", "autograding", "grade_this_notebook", "start_lesson", "your_code"]
 
 
 def autograding() -> bool:
@@ -248,3 +248,16 @@ def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: in
         if unsaved:
             return NotSaved(path, unsaved)
     return grade_notebook(path, lesson, timeout=timeout)
+
+
+def your_code(*lessons: str):
+    """Your answers of earlier lessons where they pass their visible checks, the course's references elsewhere.
+
+    `yours = your_code("05_multi_head_attention", "06_transformer_blocks")`, then `yours.TransformerBlock` is the
+    class you wrote in lesson 06 (built on your lesson 05 `MultiHeadAttention`) or the reference, and
+    `yours.banner()` says which and why. Your saved notebooks are read from work/ (see
+    `course_lib.workflow.your_code`); while nbgrader grades, every name is the reference.
+    """
+    from course_lib.workflow.your_code import load_your_code
+
+    return load_your_code(*lessons)

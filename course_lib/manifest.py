@@ -64,6 +64,7 @@ class Lesson:
     references: str  # the teaching module the lesson binds as `ref`, and where its exercises' references are by default
     grader: str  # the course_lib.grading module whose check_<name> functions the test cells call
     data: tuple[str, ...] = ()  # data files (names in data/registry.json) the set-up cell makes sure are there
+    colab_packages: tuple[str, ...] = ()  # pip packages the set-up cell installs on Colab when they are missing
     exercises: tuple[Exercise, ...] = ()
     preamble: str = STANDARD_IMPORTS  # followed by `from course_lib import <references> as ref`
 
@@ -187,6 +188,9 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.blocks",
         grader="course_lib.grading.blocks",
         data=(),
+        # The block and the encoder layer are built on lesson 05's MultiHeadAttention: in the notebook the learner's
+        # own where it passed its checks (course_lib.lesson.your_code), in a graded answer's sandbox the course's.
+        preamble=STANDARD_IMPORTS + "from course_lib.multihead import MultiHeadAttention\n",
         exercises=_exercises(
             "layer_norm",
             "FeedForward",
@@ -275,7 +279,7 @@ LESSONS: tuple[Lesson, ...] = (
             ),
             Exercise(
                 "attend_with_cache",
-                references=("course_lib.gpt2.attend_with_cache",),
+                references=("course_lib.multihead.attend_with_cache",),
                 shortcuts=(
                     "torch.nn.functional.scaled_dot_product_attention",
                     "torch.nn.MultiheadAttention",
@@ -302,9 +306,11 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.train",
         grader="course_lib.grading.train",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        colab_packages=("datasets",),  # FineWeb-Edu is streamed with it (section 2)
         exercises=(
             Exercise("grad_accum_steps"),
             Exercise("estimate_mfu"),
+            Exercise("training_step"),
             Exercise("rank_batch", references=("course_lib.train_data.rank_batch",)),
         ),
     ),

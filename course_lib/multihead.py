@@ -10,7 +10,13 @@ Four versions of the same causal multi-head attention, each computing the same f
 
 Helpers map our weights to and from `torch.nn.MultiheadAttention`, count parameters and time the versions.
 
-Shape legend: B batch, T time, H heads, D head size (d_head), C / d_model channels (= H * D), V vocabulary.
+Lesson 10 adds a KV cache to the same module, so that generation feeds one new token per step:
+
+    attend_with_cache   T new queries over P cached and T new keys, the causal triangle shifted by P (exercise)
+    LayerCache          one layer's keys and values so far; MultiHeadAttention(x, cache=...) grows it
+
+Shape legend: B batch, T time (new positions), P positions already cached, H heads, D head size (d_head),
+C / d_model channels (= H * D), V vocabulary.
 """
 
 from __future__ import annotations
@@ -18,13 +24,19 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
-from course_lib.attention import CausalSelfAttention, attention_weights, causal_mask
+from course_lib.attention import (
+    CausalSelfAttention,
+    attention_weights,
+    causal_mask,
+    scaled_dot_product_attention,
+)
 
 __all__ = [
     "split_heads",
@@ -32,6 +44,8 @@ __all__ = [
     "MultiHeadAttentionWrapper",
     "BatchedMultiHeadAttention",
     "MultiHeadAttention",
+    "attend_with_cache",
+    "LayerCache",
     "to_torch_mha",
     "from_torch_mha",
     "count_parameters",
@@ -45,7 +59,6 @@ def split_heads(x: Tensor, n_heads: int) -> Tensor:
 
     Lesson 05, exercise `split_merge_heads`. x: (B, T, H*D) -> (B, H, T, D).
     """
-    _checks.tensor("x", x, "B, T, n_heads*D", n_heads=n_heads)
     B, T, C = x.shape
     return x.reshape(B, T, n_heads, C // n_heads).transpose(1, 2)  # (B, T, H, D) -> (B, H, T, D)
 
@@ -55,7 +68,6 @@ def merge_heads(x: Tensor) -> Tensor:
 
     Lesson 05, exercise `split_merge_heads`. x: (B, H, T, D) -> (B, T, H*D).
     """
-    _checks.tensor("x", x, "B, H, T, D")
     B, H, T, D = x.shape
     # After the transpose the memory is no longer in (B, T, H, D) order, so reshape makes a copy here.
     return x.transpose(1, 2).reshape(B, T, H * D)  # (B, T, H, D) -> (B, T, H*D)
@@ -121,8 +133,9 @@ class BatchedMultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
-        _checks.tensor("x", x, "B, T<=context_length, d_in", d_in=self.d_in, context_length=self.context_length)
         T = x.shape[1]
+        if self.context_length < T:  # as CausalSelfAttention, whose heads it batches
+            raise ValueError(f"`x` has T={T}, more than context_length={self.context_length}")
         q = split_heads(self.W_query(x), self.n_heads)  # (B, T, d_out) -> (B, H, T, D)
         k = split_heads(self.W_key(x), self.n_heads)  # (B, H, T, D)
         v = split_heads(self.W_value(x), self.n_heads)  # (B, H, T, D)
@@ -164,6 +177,9 @@ class MultiHeadAttention(nn.Module):
     Lesson 05, exercise `MultiHeadAttention`.
     x: (B, T, d_model), mask: bool broadcastable to (B, H, T, T) -> (B, T, d_model), or (out, weights
     (B, H, T, T)) where weights are exactly what multiplied V (after dropout, as in PyTorch).
+    Lesson 10: with `cache` (a LayerCache of P earlier positions) the T new queries attend to the P cached keys
+    and their own T through `attend_with_cache`, and the cache grows by T; `mask` then broadcasts to
+    (B, H, T, P + T), and no weights are kept (None). For causal self-attention, the only kind that caches.
     """
 
     def __init__(
@@ -185,37 +201,53 @@ class MultiHeadAttention(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        _checks.tensor("x", x, "B, T, d_model", d_model=self.d_model)
-        B, T, _ = x.shape
-        _checks.mask("mask", mask, (B, self.n_heads, T, T))
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: LayerCache | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor | None]:
         q, k, v = self.qkv(x).split(self.d_model, dim=-1)  # (B, T, 3*d_model) -> 3 x (B, T, d_model)
         q, k, v = (split_heads(t, self.n_heads) for t in (q, k, v))  # each (B, H, T, D)
-        allowed = mask
-        if self.causal:
-            tril = causal_mask(T, device=x.device)  # (T, T), built for this call's T
-            allowed = tril if mask is None else tril & mask  # broadcasts to (B, H, T, T)
+        if cache is not None:  # lesson 10: the T new positions come after the P cached ones
+            attend = self._attend
+            if mask is not None:  # the caller's mask, on top of the shifted triangle
+                attend = lambda q, k, v, shifted: self._attend(q, k, v, shifted & mask)
+            out, cache.keys, cache.values = attend_with_cache(q, k, v, cache.keys, cache.values, attend)
+            weights = None
+        else:
+            allowed = mask
+            if self.causal:
+                tril = causal_mask(x.shape[1], device=x.device)  # (T, T), built for this call's T
+                allowed = tril if mask is None else tril & mask  # broadcasts to (B, H, T, T)
+            out, weights = self._attend(q, k, v, allowed, need_weights, plain_causal=self.causal and mask is None)
+        out = self.out_proj(merge_heads(out))  # (B, T, d_model)
+        return (out, weights) if need_weights else out
 
+    def _attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        allowed: Tensor | None,
+        need_weights: bool = False,
+        plain_causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """q (B, H, Tq, D) attends to k, v (B, H, Tk, D) where `allowed` (True = keep; None: everywhere) ->
+        (out (B, H, Tq, D), weights (B, H, Tq, Tk), or None from the fused kernel). `plain_causal`: `allowed`
+        is just the causal triangle, which the fused kernel applies by itself (is_causal: its fastest kernels)."""
         if self.use_sdpa and not need_weights:
-            # Causal without an extra mask: is_causal=True lets PyTorch pick its fastest kernel.
-            only_causal = self.causal and mask is None
             out = F.scaled_dot_product_attention(
                 q,
                 k,
                 v,
-                attn_mask=None if only_causal else allowed,  # bool, True = take part (our convention too)
+                attn_mask=None if plain_causal else allowed,  # bool, True = take part (our convention too)
                 dropout_p=self.dropout.p if self.training else 0.0,
-                is_causal=only_causal,
-            )  # (B, H, T, D)
-            weights = None
-        else:
-            weights = attention_weights(q, k, allowed)  # (B, H, T, T)
-            weights = self.dropout(weights)
-            out = weights @ v  # (B, H, T, T) @ (B, H, T, D) -> (B, H, T, D)
-
-        out = self.out_proj(merge_heads(out))  # (B, T, d_model)
-        return (out, weights) if need_weights else out
+                is_causal=plain_causal,
+            )  # (B, H, Tq, D)
+            return out, None
+        weights = self.dropout(attention_weights(q, k, allowed))  # (B, H, Tq, Tk): what multiplies V
+        return weights @ v, weights  # (B, H, Tq, Tk) @ (B, H, Tk, D) -> (B, H, Tq, D)
 
     @classmethod
     def from_batched(cls, batched: BatchedMultiHeadAttention, use_sdpa: bool = False) -> MultiHeadAttention:
@@ -230,6 +262,45 @@ class MultiHeadAttention(nn.Module):
             fused.qkv.bias.copy_(torch.cat(biases))  # (3*d_model,)
         fused.out_proj.load_state_dict(batched.out_proj.state_dict())
         return fused
+
+
+def attend_with_cache(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    attend: Callable[..., tuple[Tensor, Tensor | None]] = scaled_dot_product_attention,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One step of causal self-attention with a growing cache: what MultiHeadAttention does with a LayerCache.
+
+    Lesson 10, exercise `attend_with_cache`. q, k, v (B, H, T, D) belong to T new positions; k_cache, v_cache
+    (B, H, P, D) hold the keys and values of the P positions before them (P = 0: an empty cache). The new keys
+    and values go *after* the cached ones, so new query i sits at position P + i and may attend keys 0..P + i
+    (the causal triangle shifted right by P; with T = 1 every key is allowed). Scores are scaled by sqrt(D).
+    Returns (out (B, H, T, D), keys (B, H, P + T, D), values (B, H, P + T, D)): new tensors, the inputs unchanged.
+    The cached keys are not recomputed: in a causal model a position's key and value never change later.
+    `attend(q, keys, values, allowed) -> (out, weights)` does the attention itself: lesson 04's
+    scaled_dot_product_attention (which checks its arguments), or MultiHeadAttention's own (dropout, SDPA).
+    """
+    P, T = k_cache.shape[2], q.shape[2]
+    keys = torch.cat([k_cache, k], dim=2)  # (B, H, P + T, D): the cached positions first, then the new ones
+    values = torch.cat([v_cache, v], dim=2)  # (B, H, P + T, Dv)
+    allowed = torch.ones(T, P + T, dtype=torch.bool, device=q.device).tril(diagonal=P)  # (T, P + T): keys 0..P+i
+    out, _ = attend(q, keys, values, allowed)  # (B, H, T, P + T) weights @ (B, H, P + T, Dv) -> (B, H, T, Dv)
+    return out, keys, values
+
+
+@dataclass
+class LayerCache:
+    """The keys and values one attention layer has computed so far, (B, H, P, D) each (P = 0 when new).
+
+    Lesson 10. MultiHeadAttention.forward(x, cache=layer_cache) attends its T new positions after these P and
+    puts the grown (B, H, P + T, D) tensors back here; `course_lib.gpt2.KVCache` holds one per layer.
+    """
+
+    keys: Tensor
+    values: Tensor
 
 
 def to_torch_mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:

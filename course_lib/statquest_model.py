@@ -2,7 +2,8 @@
 
     DecoderOnlyTransformer  embedding + sinusoidal position + attention + residual + output layer, with
                             `training_step` and `configure_optimizers`
-    train_lightning         Lightning's `Trainer`: seeded, deterministic, no checkpoints, no log files
+    train_lightning         Lightning's `Trainer`: seeded, deterministic, no checkpoints, no log files, no
+                            advertising tips in the output
     train_plain             the same module trained by a plain PyTorch loop: the same steps, the same result
     answers                 what a trained model says after each prompt, as words
     answer_attention        the attention row of the position that writes the answer (the prompt's <EOS>)
@@ -18,6 +19,7 @@ Shape legend: B batch, T time, C / d_model channels, V vocabulary.
 from __future__ import annotations
 
 import contextlib
+import logging
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -120,6 +122,33 @@ def _one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+# Lightning logs its messages through these loggers (lightning_utilities' rank_zero helpers, re-pointed by fabric and
+# then by lightning.pytorch). Among them are tips that advertise Lightning's cloud services ("💡 Tip: For seamless
+# cloud logging ... try installing litlogger", "... litmodels"), printed under every Trainer of the lesson.
+_LIGHTNING_LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero")
+ADVERTISEMENT = "💡 Tip:"  # how each of those tips begins
+
+
+class _NoAdvertisement(logging.Filter):
+    """Drop Lightning's "💡 Tip: ... try installing ..." records; every other message and warning passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(ADVERTISEMENT)
+
+
+@contextlib.contextmanager
+def _without_advertisements() -> Iterator[None]:
+    """Filter Lightning's advertising tips out of its log for the duration (the filter is removed afterwards)."""
+    loggers, no_tips = [logging.getLogger(name) for name in _LIGHTNING_LOGGERS], _NoAdvertisement()
+    for logger in loggers:
+        logger.addFilter(no_tips)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(no_tips)
+
+
 @contextlib.contextmanager
 def _deterministic_restored() -> Iterator[None]:
     """Lightning's `deterministic=True` switches PyTorch's deterministic algorithms on for the process: undo it."""
@@ -137,12 +166,19 @@ def train_lightning(
 
     Seeded by `L.seed_everything(seed)` before the model is built; `deterministic=True`; no checkpoints and no
     logger, so nothing is written next to the notebook (the Trainer's root is a temporary folder). The loss is
-    shown in the progress bar and kept in `model.loss_history`.
+    shown in the progress bar and kept in `model.loss_history`. Lightning's tips advertising its cloud services
+    are filtered out of its log; its other messages and warnings are not.
     """
     _checks.positive_int("epochs", epochs)
     L.seed_everything(seed, verbose=False)
     model = DecoderOnlyTransformer(lr=lr)
-    with tempfile.TemporaryDirectory() as root, _deterministic_restored(), _one_thread(), warnings.catch_warnings():
+    with (
+        tempfile.TemporaryDirectory() as root,
+        _deterministic_restored(),
+        _one_thread(),
+        _without_advertisements(),
+        warnings.catch_warnings(),
+    ):
         warnings.filterwarnings("ignore", ".*does not have many workers.*")  # two sequences need no workers
         warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's own, not ours
         trainer = L.Trainer(

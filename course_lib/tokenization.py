@@ -1,7 +1,7 @@
 """Lesson 01 — From text to token ids: reference implementations.
 
-Everything a learner writes in lesson 01 has a reference here with the same name and signature
-(course spec §6), plus a few helpers the lesson uses around the exercises:
+Everything a learner writes in lesson 01 has a reference here with the same name and signature (docs/ARCHITECTURE.md,
+"Exercise contract"), plus a few helpers the lesson uses around the exercises:
 
 1. a word-level tokenizer (``split_words`` → ``build_vocab`` → ``SimpleTokenizer``),
 2. byte-level BPE from scratch (``get_pair_counts``, ``merge_pair``, ``train_bpe``, ``bpe_encode``,

@@ -8,7 +8,9 @@ trains as easily as Tiny Shakespeare.
 
     prepare_tiny_shakespeare(out_dir)      offline: the committed text, first 90% train, last 10% val
     prepare_documents(documents, out_dir)  any stream of documents, each starting with <|endoftext|>
+    extend_documents(documents, out_dir, train_tokens)   more train shards, when a run needs more tokens
     hub_documents("HuggingFaceFW/fineweb-edu", "sample-10BT")   online: a Hugging Face dataset, streamed
+    steps_available(header, B, T, accum)   optimizer steps the train split holds without repeating a token
     rank_batch(tokens, micro_step, B, T, rank, world_size)      the (x, y) one process trains on (lesson 11)
     ShardLoader(out_dir, "train", B, T, rank, world_size)       (x, y) batches in order, resumable
 
@@ -51,11 +53,12 @@ def _write_atomically(path: Path, data: bytes) -> None:
 class _SplitWriter:
     """Collects token ids of one split and writes a shard every `shard_tokens` tokens."""
 
-    def __init__(self, out_dir: Path, split: str, shard_tokens: int):
+    def __init__(self, out_dir: Path, split: str, shard_tokens: int, first: int = 0):
         self.out_dir, self.split, self.shard_tokens = out_dir, split, shard_tokens
         self.buffer: list[np.ndarray] = []
         self.buffered = 0
         self.shards: list[dict] = []
+        self.first = first  # the number of the first shard written (more shards for a prepared folder)
 
     def add(self, ids: np.ndarray) -> None:
         self.buffer.append(ids)
@@ -66,7 +69,7 @@ class _SplitWriter:
     def _flush(self, n: int) -> None:
         tokens = np.concatenate(self.buffer) if self.buffer else np.zeros(0, DTYPE)
         shard, rest = tokens[:n], tokens[n:]
-        name = f"{self.split}_{len(self.shards):06d}.bin"
+        name = f"{self.split}_{self.first + len(self.shards):06d}.bin"
         _write_atomically(self.out_dir / name, shard.astype(DTYPE).tobytes())
         self.shards.append({"file": name, "tokens": int(len(shard))})
         self.buffer, self.buffered = [rest], len(rest)
@@ -92,12 +95,13 @@ def write_shards(
     eot_token: int | None = None,
     shard_tokens: int = 100_000_000,
     tokenizer: str = "gpt2",
+    notes: dict | None = None,
 ) -> dict:
     """Write each split's chunks of token ids as uint16 shards of `shard_tokens` tokens, then the header.
 
     `splits` maps a split name to an iterable of chunks (lists or arrays of ids). The header is written last
     and atomically, so a directory whose preparation was interrupted has no header and is not mistaken for
-    a complete one. Returns the header.
+    a complete one. `notes` (plain data, e.g. how many documents were read) go into the header. Returns it.
     """
     _checks.positive_ints(vocab_size=vocab_size, shard_tokens=shard_tokens)
     if vocab_size > 2**16:
@@ -118,9 +122,33 @@ def write_shards(
         "vocab_size": vocab_size,
         "eot_token": eot_token,
         "splits": written,
-    }
+    } | (notes or {})
     _write_atomically(out / HEADER, json.dumps(header, indent=1).encode())
     return header
+
+
+def _encoded(documents: Iterable[str], encoding, batch: int = 256) -> Iterator[list[int]]:
+    """Each document's ids with <|endoftext|> first, tokenized `batch` documents at a time on all cores
+    (tiktoken releases the GIL while it encodes)."""
+    eot, pending = encoding.eot_token, []
+    for text in documents:
+        pending.append(text)
+        if len(pending) == batch:
+            yield from ([eot, *ids] for ids in encoding.encode_ordinary_batch(pending, num_threads=os.cpu_count()))
+            pending = []
+    yield from ([eot, *ids] for ids in encoding.encode_ordinary_batch(pending, num_threads=os.cpu_count()))
+
+
+def _counted(chunks: Iterable[list[int]], notes: dict, start: int, tokens: int | None) -> Iterator[list[int]]:
+    """The chunks (one per document) until they hold at least `tokens` tokens (all for None), counting in
+    notes["documents"] the documents written so far, from `start` on."""
+    total, notes["documents"] = 0, start
+    for chunk in chunks:
+        if tokens is not None and total >= tokens:
+            return
+        total += len(chunk)
+        notes["documents"] += 1
+        yield chunk
 
 
 def prepare_documents(
@@ -128,20 +156,24 @@ def prepare_documents(
     out_dir: str | os.PathLike,
     *,
     val_tokens: int,
+    train_tokens: int | None = None,
     shard_tokens: int = 100_000_000,
     encoding=None,
 ) -> dict:
     """Tokenize a stream of documents into shards: the first `val_tokens` tokens are "val", the rest "train".
 
     Every document starts with <|endoftext|>, which tells the model where one text ends and the next begins
-    (GPT-2's convention). `encoding` is a tiktoken Encoding (default: GPT-2's, built offline).
+    (GPT-2's convention). With `train_tokens`, reading stops after the document that brings "train" to at
+    least that many tokens. The header records how many documents the shards hold ("documents"), so that
+    `extend_documents` can go on from the next one. `encoding` is a tiktoken Encoding (default: GPT-2's).
     """
     from course_lib.data import gpt2_encoding
 
     encoding = encoding or gpt2_encoding()
     _checks.positive_int("val_tokens", val_tokens)
-    eot = encoding.eot_token
-    stream = ([eot, *encoding.encode_ordinary(text)] for text in documents)
+    if train_tokens is not None:
+        _checks.positive_int("train_tokens", train_tokens)
+    stream = _encoded(documents, encoding)
     pending: list[list[int]] = []  # "val" needs its chunks before "train" starts: split the stream here
     taken = 0
     for ids in stream:
@@ -151,7 +183,7 @@ def prepare_documents(
             continue
         cut = val_tokens - taken
         pending.append(ids[:cut])
-        first_train = ids[cut:]
+        first_train = ids[cut:]  # the rest of the document that "val" ends in
         break
     else:
         raise ValueError(f"the documents hold only {taken} tokens, not more than val_tokens={val_tokens}")
@@ -160,8 +192,37 @@ def prepare_documents(
         yield first_train
         yield from stream
 
-    splits = {"val": pending, "train": train_chunks()}
-    return write_shards(splits, out_dir, encoding.n_vocab, eot_token=eot, shard_tokens=shard_tokens)
+    notes: dict = {}  # the header's "documents": counted while the train split is written
+    train = _counted(train_chunks(), notes, len(pending) - 1, train_tokens)
+    return write_shards(
+        {"val": pending, "train": train}, out_dir, encoding.n_vocab, eot_token=encoding.eot_token,
+        shard_tokens=shard_tokens, notes=notes,
+    )  # fmt: skip
+
+
+def extend_documents(
+    documents: Iterable[str], data_dir: str | os.PathLike, train_tokens: int, *, shard_tokens: int = 100_000_000
+) -> dict:
+    """Add "train" shards of at least `train_tokens` more tokens to a prepared folder (lesson 11: when the run
+    needs more than was prepared). `documents` must continue the stream the folder was prepared from, from
+    document number header["documents"] on (`hub_documents(..., skip=header["documents"])`). The new header
+    is written last, atomically: an interrupted extension leaves the old, complete header in place."""
+    from course_lib.data import gpt2_encoding
+
+    _checks.positive_ints(train_tokens=train_tokens, shard_tokens=shard_tokens)
+    data_dir = Path(data_dir)
+    header = read_header(data_dir)
+    if header.get("tokenizer") != "gpt2" or "documents" not in header:
+        raise ValueError(f"{data_dir} was not prepared by prepare_documents from a document stream: it cannot grow")
+    encoding = gpt2_encoding()
+    notes: dict = {}
+    writer = _SplitWriter(data_dir, "train", shard_tokens, first=len(header["splits"]["train"]))
+    for ids in _counted(_encoded(documents, encoding), notes, header["documents"], train_tokens):
+        writer.add(_to_ids(ids, header["vocab_size"]))
+    header = header | {"documents": notes["documents"]}
+    header["splits"] = header["splits"] | {"train": header["splits"]["train"] + writer.close()}
+    _write_atomically(data_dir / HEADER, json.dumps(header, indent=1).encode())
+    return header
 
 
 def prepare_tiny_shakespeare(
@@ -183,16 +244,25 @@ def prepare_tiny_shakespeare(
 
 
 def hub_documents(
-    path: str, name: str | None = None, *, split: str = "train", text_field: str = "text", limit: int | None = None
+    path: str,
+    name: str | None = None,
+    *,
+    split: str = "train",
+    text_field: str = "text",
+    limit: int | None = None,
+    skip: int = 0,
 ) -> Iterator[str]:
     """Stream the texts of a Hugging Face dataset (needs the internet and `pip install datasets`), e.g.
     ``hub_documents("HuggingFaceFW/fineweb-edu", "sample-10BT")`` or ``hub_documents("roneneldan/TinyStories")``.
-    Streaming downloads only what is read; `limit` stops after that many documents."""
+    Streaming downloads only what is read; `skip` starts after that many documents (the stream's order is
+    fixed, so a prepared folder can grow with the documents after those it holds), `limit` stops after that many."""
     try:
         import datasets
     except ImportError as error:
         raise ImportError("hub_documents needs the `datasets` package: pip install datasets") from error
     rows = datasets.load_dataset(path, name, split=split, streaming=True)
+    if skip:
+        rows = rows.skip(skip)
     for count, row in enumerate(rows):
         if limit is not None and count >= limit:
             return
@@ -220,6 +290,16 @@ def read_header(data_dir: str | os.PathLike) -> dict:
                     f"({shard['tokens']} uint16 tokens): the file is damaged; prepare the data again"
                 )
     return header
+
+
+def steps_available(header: dict, micro_batch_size: int, seq_len: int, accum: int = 1, world_size: int = 1) -> int:
+    """Optimizer steps the "train" split holds without reading a token twice, as ShardLoader reads it: a shard
+    gives (tokens - 1) // (B*T*world_size) micro-steps (the tail no whole micro-step fits is skipped, and the
+    last target needs one token more), and an optimizer step takes `accum` micro-steps."""
+    _checks.positive_ints(micro_batch_size=micro_batch_size, seq_len=seq_len, accum=accum, world_size=world_size)
+    step_tokens = micro_batch_size * seq_len * world_size
+    micro_steps = sum(max(0, (shard["tokens"] - 1) // step_tokens) for shard in header["splits"]["train"])
+    return micro_steps // accum
 
 
 def rank_batch(

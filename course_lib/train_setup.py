@@ -1,10 +1,16 @@
-"""Lesson 11 — choices the training loop makes from the hardware: device, precision, optimizer, processes.
+"""Lesson 11 — the training loop's settings, and the choices it makes from the hardware: device, precision,
+optimizer, processes.
 
     pick_device()                         "cuda" if a GPU is present, else "mps" on Apple silicon, else "cpu"
     choose_precision("cuda", (8, 0))      bf16 from Ampere on (A100, L4, H100); fp16 on older GPUs (T4 is 7.5),
                                           with a GradScaler; fp32 on the CPU
     configure_optimizer(model, ...)       AdamW, weight decay on matrices only, fused kernel on CUDA
     distributed_from_env()                the process's rank and world size, as torchrun sets them
+    PEAK_FLOPS, gpu_model, peak_flops     dense tensor-core peaks of common GPUs, from NVIDIA's datasheets
+    measure_matmul_peak(device, precision)  a peak measured in a few seconds: large matmuls, timed
+    find_peak(device, precision)          the datasheet's peak if the GPU is in the table, else a measured one
+    plan_steps(budget_s, spent_s, step_s, ...)   how many steps fit a time budget, from measured times
+    TrainConfig                           everything the loop (course_lib.train.train) needs besides the model
 
 Why the precision rule: bf16 keeps fp32's exponent range, so gradients neither overflow nor underflow and no
 loss scaling is needed, but only GPUs of compute capability 8.0 and newer have bf16 tensor cores. On a T4,
@@ -19,8 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
-from dataclasses import dataclass
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
@@ -154,3 +164,239 @@ def init_distributed(dist: Distributed, device_type: str) -> str:
         torch.cuda.set_device(dist.local_rank)
         return f"cuda:{dist.local_rank}"
     return device_type
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The run's settings
+# ------------------------------------------------------------------------------------------------------------
+
+# Settings a resumed run may change: they do not alter what the next training steps compute (data_dir: the
+# same shards may have moved, e.g. to Google Drive; the header and shard sizes are checked again on resume).
+RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
+RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
+RESUMABLE_CHANGES |= {"peak_flops"}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything `course_lib.train.train` needs besides the model (lesson 11)."""
+
+    data_dir: str  # a folder prepared by train_data (shards.json + .bin shards)
+    micro_batch_size: int = 8  # B: rows per forward pass and process
+    seq_len: int = 256  # T: tokens per row
+    total_batch_tokens: int | None = None  # tokens per optimizer step, all processes; None: one micro-batch
+    max_steps: int = 100  # optimizer steps of the whole run
+    warmup_steps: int = 10  # linear warm-up of the learning rate
+    max_lr: float = 6e-4
+    min_lr: float = 6e-5  # the cosine decays to this at max_steps
+    weight_decay: float = 0.1  # on matrices only
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
+    eval_interval: int = 50  # evaluate every this many steps (and after the last); 0 = never
+    eval_batches: int = 10  # micro-batches of "val" per evaluation
+    sample_interval: int = 0  # print a sample every this many steps; 0 = never
+    sample_tokens: int = 32
+    sample_prompt: str = "\n"
+    checkpoint_path: str | None = None  # None: no checkpoints
+    checkpoint_interval: int = 0  # save every this many steps; 0 = only at the end (or when the budget runs out)
+    max_time_s: float | None = None  # time budget: stop cleanly after this many seconds
+    precision: str = "auto"  # "auto" (from the device), "bf16", "fp16", "fp32"
+    compile: bool = False  # torch.compile the model (GPU; the first steps are slow while it compiles)
+    peak_flops: float | None = None  # FLOP/s that MFU is measured against; None: the GPU's, from PEAK_FLOPS
+    device: str = "auto"
+    seed: int = 1337
+    extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
+
+    def __post_init__(self):
+        _checks.positive_ints(micro_batch_size=self.micro_batch_size, seq_len=self.seq_len, max_steps=self.max_steps)
+        if self.warmup_steps >= self.max_steps:
+            raise ValueError(f"`warmup_steps`={self.warmup_steps} must be smaller than `max_steps`={self.max_steps}")
+        for name in ("eval_interval", "sample_interval", "checkpoint_interval"):
+            _checks.int_between(name, getattr(self, name), 0, note="0 = never")
+        _checks.one_of("precision", self.precision, ("auto", *PRECISIONS))
+        if self.peak_flops is not None:
+            _checks.positive_number("peak_flops", self.peak_flops)
+
+
+def plain_config(cfg: TrainConfig) -> dict:
+    """The config as plain data (lists for tuples), so it loads with weights_only=True and compares after."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
+def check_resumable(saved: dict, cfg: TrainConfig, saved_world: int, world: int) -> None:
+    """ValueError naming each setting of `cfg` that differs from the checkpoint's (`saved`) and would change
+    what the next steps compute (the world size too); RESUMABLE_CHANGES may change."""
+    now = plain_config(cfg)
+    changed = {k: (saved.get(k), v) for k, v in now.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v}
+    if saved_world != world:
+        changed["world_size"] = (saved_world, world)
+    if changed:
+        what = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        raise ValueError(f"cannot resume exactly: the checkpoint was made with other settings ({what})")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Peak FLOP/s: from the datasheet, or measured
+# ------------------------------------------------------------------------------------------------------------
+
+# Dense tensor-core peaks in FLOP/s, in the precision the course trains in: bf16 from compute capability 8.0 on
+# (fp16 is as fast there), fp16 on the T4 and V100, which have no bf16 tensor cores. Where a datasheet quotes a
+# figure "with sparsity" (2:4 structured sparsity doubles it), the dense figure is half of it: training is
+# dense. autocast's matmuls accumulate in fp32, so for GeForce cards the "with FP32 accumulate" figure applies.
+_SPARSE = 2  # datasheet figure with sparsity / dense figure
+PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "T4": {"fp16": 65e12},  # NVIDIA T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32)
+    "V100 SXM2": {"fp16": 125e12},  # NVIDIA V100 datasheet: 125 TFLOPS deep learning (tensor), SXM2
+    "V100 PCIe": {"fp16": 112e12},  # NVIDIA V100 datasheet: 112 TFLOPS, PCIe
+    "V100S PCIe": {"fp16": 130e12},  # NVIDIA V100 datasheet: 130 TFLOPS, V100S PCIe
+    # NVIDIA A10 datasheet: BF16 Tensor Core 125 TFLOPS (250 with sparsity). NVIDIA publishes no datasheet for
+    # the A10G (AWS's variant of the same GA102 chip, "up to 250 TOPS" on AWS's G5 page): the A10's is used.
+    "A10": {"bf16": 125e12, "fp16": 125e12},
+    "A10G": {"bf16": 125e12, "fp16": 125e12},
+    "L4": {"bf16": 242e12 / _SPARSE, "fp16": 242e12 / _SPARSE},  # NVIDIA L4 datasheet: 242 TFLOPS with sparsity
+    "L40S": {"bf16": 362.05e12, "fp16": 362.05e12},  # NVIDIA L40S datasheet: 362.05 TFLOPS (733 with sparsity)
+    # NVIDIA Ampere GA102 architecture whitepaper: RTX 3090, FP16/BF16 tensor with FP32 accumulate 71 TFLOPS
+    "RTX 3090": {"bf16": 71e12, "fp16": 71e12},
+    # NVIDIA Ada GPU architecture whitepaper: RTX 4090, FP16/BF16 tensor with FP32 accumulate 165.2 TFLOPS
+    "RTX 4090": {"bf16": 165.2e12, "fp16": 165.2e12},
+    "A100": {"bf16": 312e12, "fp16": 312e12},  # NVIDIA A100 datasheet: 312 TFLOPS, 40 GB and 80 GB, SXM and PCIe
+    "H100 SXM": {"bf16": 1979e12 / _SPARSE, "fp16": 1979e12 / _SPARSE},  # NVIDIA H100 datasheet: 1,979 sparse
+    "H100 NVL": {"bf16": 1671e12 / _SPARSE, "fp16": 1671e12 / _SPARSE},  # H100 datasheet: 1,671 with sparsity
+    "H100 PCIe": {"bf16": 1513e12 / _SPARSE, "fp16": 1513e12 / _SPARSE},  # H100 datasheet: 1,513 with sparsity
+    "H200": {"bf16": 1979e12 / _SPARSE, "fp16": 1979e12 / _SPARSE},  # NVIDIA H200 datasheet: SXM, 1,979 sparse
+    "H200 NVL": {"bf16": 1671e12 / _SPARSE, "fp16": 1671e12 / _SPARSE},  # H200 datasheet: NVL, 1,671 sparse
+}
+
+# torch.cuda.get_device_name() -> PEAK_FLOPS key, first match wins ("Tesla T4", "NVIDIA A100-SXM4-80GB",
+# "NVIDIA H100 80GB HBM3" = SXM, "NVIDIA H100 PCIe", "NVIDIA GeForce RTX 4090"). Case is ignored.
+_NAMES: tuple[tuple[str, str], ...] = (
+    (r"\bT4\b", "T4"),
+    (r"\bV100S\b", "V100S PCIe"),
+    (r"\bV100\b.*\bPCIE\b", "V100 PCIe"),
+    (r"\bV100\b", "V100 SXM2"),  # "Tesla V100-SXM2-16GB", "Tesla V100-DGXS-32GB"
+    (r"\bA10G\b", "A10G"),
+    (r"\bA10\b", "A10"),
+    (r"\bL40S\b", "L40S"),
+    (r"\bL4\b", "L4"),
+    (r"\bRTX 3090\b(?! Ti)", "RTX 3090"),
+    (r"\bRTX 4090\b(?! D\b)", "RTX 4090"),
+    (r"\bA100\b", "A100"),
+    (r"\bH100\b.*\bNVL\b", "H100 NVL"),
+    (r"\bH100\b.*\bPCIE\b", "H100 PCIe"),
+    (r"\bH100\b", "H100 SXM"),  # "NVIDIA H100 80GB HBM3"
+    (r"\bH200\b.*\bNVL\b", "H200 NVL"),
+    (r"\bH200\b", "H200"),
+)
+
+
+def gpu_model(name: str) -> str | None:
+    """The PEAK_FLOPS key of a CUDA device name ("Tesla T4" -> "T4", "NVIDIA H100 80GB HBM3" -> "H100 SXM")."""
+    return next((key for pattern, key in _NAMES if re.search(pattern, name, re.IGNORECASE)), None)
+
+
+def peak_flops(name: str, precision: str) -> float | None:
+    """Datasheet peak FLOP/s of the GPU called `name` in `precision`; None if the table has no entry."""
+    model = gpu_model(name)
+    return PEAK_FLOPS[model].get(precision) if model else None
+
+
+def measure_matmul_peak(
+    device: str,
+    precision: str,
+    *,
+    size: int | None = None,
+    repeats: int = 10,
+    rounds: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+) -> float:
+    """FLOP/s of `size` x `size` matrix products in `precision` on `device`: the best of `rounds` timings of
+    `repeats` products (2 * size**3 FLOPs each), after a warm-up. Lesson 11: the peak of a GPU that is not in
+    PEAK_FLOPS, and of a CPU (with its current thread count). A few seconds at most on a GPU."""
+    _checks.one_of("precision", precision, tuple(PRECISIONS))
+    _checks.positive_ints(repeats=repeats, rounds=rounds)
+    on_gpu = torch.device(device).type == "cuda"
+    size = size or (8192 if on_gpu else 512)
+    _checks.positive_int("size", size)
+    generator = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(size, size, generator=generator, device=device).to(PRECISIONS[precision]) for _ in range(2))
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize(device)
+
+    for _ in range(2):  # warm-up: kernel selection, caches, clocks
+        a @ b
+    sync()
+    best = math.inf
+    for _ in range(rounds):
+        start = clock()
+        for _ in range(repeats):
+            a @ b
+        sync()
+        best = min(best, clock() - start)
+    return 2 * size**3 * repeats / best
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The FLOP/s that MFU is measured against, and where the figure comes from."""
+
+    flops: float
+    source: str  # "datasheet" (PEAK_FLOPS) or "measured" (measure_matmul_peak)
+    name: str  # the PEAK_FLOPS key, or what was measured
+
+    @property
+    def label(self) -> str:
+        """How to name the MFU: "against the H100 SXM's datasheet peak" / "against a measured peak"."""
+        return f"against the {self.name}'s datasheet peak" if self.source == "datasheet" else "against a measured peak"
+
+
+def find_peak(device: str, precision: str) -> Peak:
+    """The datasheet peak of a GPU in PEAK_FLOPS; for any other device (an unknown GPU, a CPU) a measured one."""
+    name = device_name(device)
+    peak = peak_flops(name, precision)
+    if peak is not None:
+        return Peak(peak, "datasheet", gpu_model(name))
+    what = f"{precision} matmuls on {name}"
+    if torch.device(device).type == "cpu":
+        what += f", {torch.get_num_threads()} thread(s)"
+    return Peak(measure_matmul_peak(device, precision), "measured", what)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A run planned from measured times
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How many optimizer steps fit a time budget, and the arithmetic behind it (lesson 11)."""
+
+    max_steps: int  # the steps to run
+    budget_s: float  # the whole budget: compilation, warm-up and the timing steps included
+    spent_s: float  # already used before the first step of the run (compiling, warming up, timing)
+    step_s: float  # measured seconds per optimizer step
+    extra_s: float  # the run's evaluations, samples and checkpoints, from their measured times
+    fits: bool  # False: not even `min_steps` fit, and the run will overrun its budget
+
+    @property
+    def expected_s(self) -> float:
+        """Seconds from the start of the budget to the end of the run, if the steps keep their measured pace."""
+        return self.spent_s + self.max_steps * self.step_s + self.extra_s
+
+
+def plan_steps(budget_s: float, spent_s: float, step_s: float, extra_s: float = 0.0, min_steps: int = 1) -> StepPlan:
+    """The most optimizer steps that end the run within `budget_s`: what the budget leaves after `spent_s` (the
+    compilation, the warm-up and the timing already done) and `extra_s` (evaluations, samples, checkpoints),
+    divided by the measured `step_s`, rounded down, so the run ends at most one step's time before its budget.
+    When that is fewer than `min_steps` (compilation alone may eat a short budget), the plan runs `min_steps`
+    anyway and says it does not fit (`fits=False`), so the caller can say by how much it will overrun."""
+    _checks.positive_number("budget_s", budget_s)
+    _checks.positive_number("step_s", step_s)
+    for name, value in (("spent_s", spent_s), ("extra_s", extra_s)):
+        if _checks.number(name, value) < 0:
+            raise ValueError(f"`{name}` must be a number of seconds >= 0, got {value!r}")
+    _checks.positive_int("min_steps", min_steps)
+    left = budget_s - spent_s - extra_s  # seconds the steps themselves may take
+    steps = math.floor(left / step_s) if left > 0 else 0
+    return StepPlan(max(steps, min_steps), budget_s, spent_s, step_s, extra_s, fits=steps >= min_steps)

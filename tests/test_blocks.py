@@ -14,6 +14,7 @@ from torch import nn
 
 from course_lib import blocks, multihead_cross, torch_layers
 from course_lib.attention import causal_mask, padding_mask
+from course_lib.multihead import LayerCache
 
 FAST = settings(max_examples=40, deadline=None)
 ATOL = 2e-6  # float32 rounding through a layer; a wrong formula is off by far more
@@ -185,6 +186,30 @@ def test_transformer_block_is_pre_ln_and_follows_the_contract():
     assert blocks.TransformerBlock(8, 2, d_hidden=12).mlp.fc2.in_features == 12
 
 
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_transformer_block_returns_the_weights_its_attention_used(norm_first):
+    block = _randomise(blocks.TransformerBlock(8, 2, norm_first=norm_first), seed=3).eval()
+    x = torch.randn(2, 5, 8)
+    out, weights = block(x, need_weights=True)
+    torch.testing.assert_close(out, block(x))
+    _, expected = block.attn(block.ln1(x) if norm_first else x, need_weights=True)
+    torch.testing.assert_close(weights, expected)
+
+
+def test_transformer_block_hands_use_sdpa_and_the_cache_to_its_attention():
+    explicit = _randomise(blocks.TransformerBlock(8, 2), seed=4).eval()
+    fast = blocks.TransformerBlock(8, 2, use_sdpa=True).eval()
+    fast.load_state_dict(explicit.state_dict())
+    assert fast.attn.use_sdpa and not explicit.attn.use_sdpa
+    x = torch.randn(2, 6, 8)
+    torch.testing.assert_close(fast(x), explicit(x))
+    for block in (explicit, fast):  # a prompt of 4, then one position at a time
+        cache = LayerCache(keys=torch.zeros(2, 2, 0, 4), values=torch.zeros(2, 2, 0, 4))
+        pieces = [block(x[:, :4], cache=cache), block(x[:, 4:5], cache=cache), block(x[:, 5:], cache=cache)]
+        torch.testing.assert_close(torch.cat(pieces, dim=1), explicit(x))
+        assert cache.keys.shape == (2, 2, 6, 4)
+
+
 # ------------------------------------------------------------------------------------------- the 2017 layers
 
 B, S, T = 3, 7, 5  # source and target lengths differ
@@ -301,12 +326,6 @@ def test_dropout_is_active_only_in_training():
 
 
 def test_layer_errors_name_the_argument():
-    layer = blocks.EncoderLayer(16, 4)
-    src, _, src_keep, _ = _inputs()
-    with pytest.raises(ValueError, match=r"`padding_mask` must be 2-D with shape \(B, T\)"):
-        layer(src, src_keep[:, None, None, :])
-    with pytest.raises(TypeError, match="torch.bool"):
-        layer(src, src_keep.float())
     with pytest.raises(ValueError, match="divisible"):
         blocks.DecoderLayer(10, 4)
     with pytest.raises(ValueError, match="`n_layers`"):

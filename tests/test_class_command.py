@@ -2,9 +2,10 @@
 
 The class comes in as a folder of files named by student, as an instructor would get them by e-mail or from an
 LMS, with broken and hostile ones among them. Two workers grade it into one gradebook. Checked: the committed
-release is never touched, a submission already collected is never overwritten, every submission gets one clear
-outcome (graded, or "could not be graded" with the reason in one line), a kernel that dies costs only the
-exercise that killed it, grades.csv and the "what the class got wrong" report say what the gradebook holds.
+release is never touched, a submission collected earlier and then replaced is kept in the history, every submission
+gets one clear outcome (graded, or "could not be graded" with the reason in one line), a kernel that dies costs only
+the exercise that killed it, class_grades.csv and the "what the class got wrong" report say what the gradebook
+holds.
 Hostile submissions: a memory bomb in an answer cell and one in a function the checks call (the per-process limit
 ends each, in the trusted grader's sandbox), a cell printing 100 MB, and cells a student added that attack the
 gradebook and other students' folders. By default no cell runs in a kernel (nbgrader_config.py, `run_cells`): the
@@ -26,6 +27,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.workflow.class_report import GRADES_FILE
 from course_lib.workflow.classroom import add_to_gradebook, grade_class
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
 from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
@@ -133,7 +135,7 @@ def graded(tmp_path_factory):
     nbformat.write(printer, inbox / "printer.ipynb")
     nbformat.write(_with_cells(full, GRADEBOOK_ATTACK), inbox / "x_gradebook.ipynb")  # graded late (names sort)
     nbformat.write(_with_cells(full, [NEIGHBOUR_ATTACK]), inbox / "x_neighbour.ipynb")
-    # Already collected earlier: a different file in the inbox must not replace it.
+    # Collected earlier: a different file in the inbox is a resubmission; the earlier one goes to the history.
     kept = course / "submitted" / "kept" / LESSON / f"{LESSON}.ipynb"
     kept.parent.mkdir(parents=True)
     nbformat.write(full, kept)
@@ -142,12 +144,16 @@ def graded(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as patch:  # the nbgrader processes read it when they start
         patch.setenv("COURSE_CALL_TIMEOUT", SANDBOX_SECONDS)
-        results = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, memory=MEMORY)
+        # Its submissions carry the instructor's solutions, pasted in: every one would be flagged as a copy (that is
+        # tested in tests/test_term.py and tests/test_similarity.py); here the report's other lines are.
+        results = grade_class(
+            [LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, memory=MEMORY, copy_threshold=None
+        )
     return course, results, release_before, kept_bytes
 
 
 def _grades(course: Path) -> dict[str, dict[str, str]]:
-    with (course / "grades.csv").open(encoding="utf-8") as f:
+    with (course / GRADES_FILE).open(encoding="utf-8") as f:
         return {row["student"]: row for row in csv.DictReader(f)}
 
 
@@ -187,11 +193,17 @@ def test_a_stale_release_is_noted_and_left_alone(tmp_path):
     assert released.read_bytes() == before
 
 
-def test_a_collected_submission_is_never_overwritten(graded):
-    course, results, _, kept_bytes = graded
-    assert (course / "submitted" / "kept" / LESSON / f"{LESSON}.ipynb").read_bytes() == kept_bytes
-    assert any(note.startswith("kept: a different submission") for note in results[0].notes)
-    assert _grades(course)["kept"][LESSON] == f"{sum(_maxima().values()):g}"
+def test_a_replaced_submission_is_kept_in_the_history(graded):
+    """`kept` had a submission collected before (never graded); a different file of theirs in the inbox is a
+    resubmission: it is graded, and the earlier file is kept in history/ (nothing is overwritten or lost)."""
+    course, (result,), _, kept_bytes = graded
+    (earlier,) = (course / "history" / "kept" / LESSON).glob(f"*/submitted/{LESSON}.ipynb")
+    assert earlier.read_bytes() == kept_bytes
+    assert list(result.collected.resubmitted) == ["kept"] and result.collected.resubmitted["kept"].score is None
+    submitted = course / "submitted" / "kept" / LESSON / f"{LESSON}.ipynb"
+    assert nbformat.writes(read(submitted)) == nbformat.writes(read(release_path(LESSON)))
+    assert _grades(course)["kept"][LESSON] == "0"  # the new file: the student version, untouched
+    assert result.resubmitted == ["kept: resubmitted, graded 0/15 (the earlier file had not been graded)"]
 
 
 def test_every_submission_gets_one_outcome(graded):
@@ -240,8 +252,9 @@ def test_report_names_what_the_class_got_wrong(graded):
     report = (course / "class_report.md").read_text(encoding="utf-8")
     row = next(line for line in report.splitlines() if line.startswith(f"| `{name}` |"))
     assert words in row
-    lost = int(row.split("|")[2].split("/")[0])
-    assert lost == 3  # one_wrong, renamed, blank (the killers lost another exercise; the failed are not counted)
+    lost, graded_count = (int(n) for n in row.split("|")[2].split(" of "))
+    assert lost == 4  # one_wrong, renamed, blank, kept (the killers lost another exercise; the failed not counted)
+    assert graded_count == 14  # the 18 submissions less the 4 that could not be graded
 
 
 def test_feedback_wraps_and_hides_hidden_tests(graded):
@@ -294,7 +307,7 @@ def test_a_cell_printing_100_mb_is_graded_and_prints_nothing_anywhere(graded):
     assert notebook.stat().st_size < 1_000_000 and feedback.stat().st_size < 1_000_000
     assert [o for c in read(notebook).cells if grade_id(c) == first for o in c.outputs] == []
     _no_line(course, "printer")
-    # The nbgrader workers' peak memory is reported (measured figures: README, "Trusted verdicts").
+    # The nbgrader workers' peak memory is reported (measured figures: docs/MEASUREMENTS.md).
     assert result.peak_mib > 0
     assert f"- note: the nbgrader processes peaked at {result.peak_mib} MiB" in (course / "class_report.md").read_text()
 
@@ -337,7 +350,9 @@ def uncontained(tmp_path_factory):
     nbformat.write(_with_cells(full, [attack]), inbox / "y_attacker.ipynb")
     with (course / "nbgrader_config.py").open("a", encoding="utf-8") as config:  # every cell runs in a kernel
         config.write('\nc.KeepGradingWhenKernelDies.run_cells = "always"\n')
-    (result,) = grade_class([LESSON], course, inbox, workers=1, timeout=CELL_TIMEOUT, contain_writes=False)
+    (result,) = grade_class(
+        [LESSON], course, inbox, workers=1, timeout=CELL_TIMEOUT, contain_writes=False, copy_threshold=None
+    )
     return course, result
 
 
@@ -362,7 +377,7 @@ def test_a_later_run_grades_only_the_new_submission(graded, tmp_path):
     inbox = tmp_path / "late"
     inbox.mkdir()
     nbformat.write(solved(LESSON), inbox / "late.ipynb")
-    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT)
+    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, copy_threshold=None)
     assert result.graded == ["late"]
     assert set(result.failed) == set(first.failed)  # no graded notebook yet: tried again, and failing again
     assert {p: p.stat().st_mtime_ns for p in before} == before

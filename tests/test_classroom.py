@@ -5,6 +5,7 @@ The whole path runs through real nbgrader in tests/test_class_command.py and tes
 
 from __future__ import annotations
 
+import os
 import runpy
 import subprocess
 import sys
@@ -12,18 +13,19 @@ import sys
 import nbformat
 import pytest
 
-from course_lib.workflow.class_report import exercise_of, first_sentence, remarks
-from course_lib.workflow.classroom import _limit_options, _reason, collect_folder, kernel_threads
+from course_lib.workflow.class_report import exercise_of, first_sentence, remarks, write_report
+from course_lib.workflow.classroom import ClassResult, _limit_options, _reason, collect_folder, kernel_threads
 from course_lib.workflow.course import CourseError
 from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER, KeepGradingWhenKernelDies
 from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
+from tests import classbook
 from tests.nbtools import ROOT, execute, release_path
 from tests.test_course import _Config
 
 
 def _python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True)
     return result.stdout.strip()
 
 
@@ -51,7 +53,7 @@ def test_the_kernel_skips_the_import_and_binds_no_name():
     nb.cells = [
         nbformat.v4.new_code_cell("print(__import__('sys').modules.get('rfc3987_syntax', 'absent'), 'sys' in dir())")
     ]
-    execute(nb, timeout=60, extra_arguments=list(KERNEL_ARGUMENTS))
+    execute(nb, timeout=600, extra_arguments=list(KERNEL_ARGUMENTS))
     assert nb.cells[0].outputs[0]["text"].strip() == "None False"
 
 
@@ -67,28 +69,74 @@ def test_config_keeps_grading_when_the_kernel_dies_and_wraps_feedback():
     assert KeepGradingWhenKernelDies().kernel_manager_class is ConfinedKernelManager
 
 
-def test_collect_never_overwrites_and_accepts_named_folders(tmp_path):
+def test_collect_accepts_named_folders_and_leaves_the_inbox_alone(tmp_path):
     course, inbox = tmp_path / "course", tmp_path / "inbox"
     inbox.mkdir()
-    (inbox / "ann.ipynb").write_text("new", encoding="utf-8")
     (inbox / "bob").mkdir()
     (inbox / "bob" / "Copy of lesson.ipynb").write_text("bob's", encoding="utf-8")
     (inbox / "cy").mkdir()
     (inbox / "cy" / "a.ipynb").write_text("1", encoding="utf-8")
     (inbox / "cy" / "b.ipynb").write_text("2", encoding="utf-8")
+    (inbox / "dee" / "L").mkdir(parents=True)  # as `nbgrader collect` lays them out, with its timestamp
+    (inbox / "dee" / "L" / "L.ipynb").write_text("dee's", encoding="utf-8")
+    (inbox / "dee" / "L" / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC", encoding="utf-8")
     (inbox / "bad name.ipynb").write_text("x", encoding="utf-8")
     (inbox / "notes.txt").write_text("not a notebook", encoding="utf-8")
-    earlier = course / "submitted" / "ann" / "L" / "L.ipynb"
-    earlier.parent.mkdir(parents=True)
-    earlier.write_text("old", encoding="utf-8")
-    copied, notes = collect_folder(course, "L", inbox)
-    assert copied == ["bob"]
-    assert earlier.read_text(encoding="utf-8") == "old"
+    collected = collect_folder(course, "L", inbox)
+    assert collected.new == ["bob", "dee"]
     assert (course / "submitted" / "bob" / "L" / "L.ipynb").read_text(encoding="utf-8") == "bob's"
-    assert any(n.startswith("ann: a different submission") for n in notes)
-    assert any(n.startswith("cy: 2 notebooks") for n in notes)
-    assert any("'bad name' is not a usable student id" in n for n in notes)
-    assert (inbox / "ann.ipynb").read_text(encoding="utf-8") == "new"  # nothing is moved out of the inbox
+    stamp = (course / "submitted" / "dee" / "L" / "timestamp.txt").read_text(encoding="utf-8")
+    assert stamp.startswith("2026-11-30 10:00:00")  # nbgrader reads the time of receipt from here
+    assert any(n.startswith("cy: 2 notebooks") for n in collected.notes)
+    assert any("'bad name' is not a usable student id" in n for n in collected.notes)
+    assert (inbox / "bob" / "Copy of lesson.ipynb").read_text(encoding="utf-8") == "bob's"  # nothing moved
+
+
+def _notebook(answer: str, outputs: bool = False):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(answer)
+    if outputs:
+        cell.outputs = [nbformat.v4.new_output("stream", text="ran")]
+        cell.execution_count = 3
+    nb.cells = [nbformat.v4.new_markdown_cell("# L"), cell]
+    return nb
+
+
+def test_a_changed_submission_is_collected_and_the_earlier_one_kept_in_the_history(tmp_path):
+    """A resubmission is known by its content: the earlier file, its graded notebook and feedback move to
+    history/, the gradebook forgets its row (so a new grade starts clean), and the new file is collected."""
+    course, inbox = tmp_path / "course", tmp_path / "inbox"
+    inbox.mkdir()
+    nbformat.write(_notebook("x = 1"), inbox / "ann.ipynb")
+    assert collect_folder(course, "L", inbox).new == ["ann"]
+    for step, name in (("autograded", "L.ipynb"), ("feedback", "L.html")):
+        (course / step / "ann" / "L").mkdir(parents=True)
+        (course / step / "ann" / "L" / name).write_text(f"{step} of the first", encoding="utf-8")
+
+    nbformat.write(_notebook("x = 1", outputs=True), inbox / "ann.ipynb")  # run and saved again: the same
+    again = collect_folder(course, "L", inbox)
+    assert again.unchanged == ["ann"] and again.copied == []
+
+    nbformat.write(_notebook("x = 2"), inbox / "ann.ipynb")  # a fixed answer
+    fixed = collect_folder(course, "L", inbox)
+    assert list(fixed.resubmitted) == ["ann"]
+    earlier = fixed.resubmitted["ann"]
+    assert earlier.folder.parent == course / "history" / "ann" / "L"
+    assert "x = 1" in (earlier.folder / "submitted" / "L.ipynb").read_text(encoding="utf-8")
+    assert (earlier.folder / "autograded" / "L.ipynb").read_text(encoding="utf-8") == "autograded of the first"
+    assert (earlier.folder / "feedback" / "L.html").is_file()
+    assert "x = 2" in (course / "submitted" / "ann" / "L" / "L.ipynb").read_text(encoding="utf-8")
+    assert not (course / "autograded" / "ann" / "L").exists()  # so it is graded again
+    assert not (course / "feedback" / "ann" / "L").exists()
+
+    nbformat.write(_notebook("x = 1"), inbox / "ann.ipynb")  # an old copy turns up again: not collected
+    old = collect_folder(course, "L", inbox)
+    assert old.copied == [] and "an earlier one" in old.notes[0]
+    assert "x = 2" in (course / "submitted" / "ann" / "L" / "L.ipynb").read_text(encoding="utf-8")
+    nbformat.write(_notebook("x = 3"), inbox / "ann.ipynb")  # another file, but received before the collected one
+    os.utime(inbox / "ann.ipynb", (1e9, 1e9))
+    older = collect_folder(course, "L", inbox)
+    assert older.copied == [] and "was received earlier" in older.notes[0]
 
 
 def test_reason_is_one_line_naming_the_cause():
@@ -162,3 +210,17 @@ def test_workers_share_the_cores_among_their_kernels(monkeypatch):
     cores: lesson 04's class graded about as slowly with 2 workers as with 1)."""
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert [kernel_threads(w) for w in (1, 2, 3, 4, 8)] == [4, 2, 1, 1, 1]
+
+
+def test_report_counts_students_who_lost_points_and_cuts_messages_at_a_word(tmp_path):
+    """The exercise table says how many students lost points, out of how many (it read `1 / 3`, as if points),
+    and a long message is shortened at a word with an ellipsis, never mid-word."""
+    course = classbook.build(tmp_path / "course", {"ann": {"normalize_rows": 1}, "bob": {}, "cy": {}})
+    write_report(course, [ClassResult(classbook.LESSON)], course / "class_report.md")
+    report = (course / "class_report.md").read_text(encoding="utf-8")
+    assert "| exercise | students who lost points | most frequent messages (students) |" in report
+    assert "| `normalize_rows` | 1 of 3 |" in report and "| `count_characters` | 0 of 3 |" in report
+    sentence = "the answer " + "considerably " * 30 + "wrong."
+    short = first_sentence(sentence)
+    assert len(short) <= 200 and short.endswith("considerably …")
+    assert first_sentence("short and whole. Then more.") == "short and whole."

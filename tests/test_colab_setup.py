@@ -90,7 +90,7 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_finds_t
         env.pop(name, None)
     env.pop("PYTHONPATH", None)
     run = subprocess.run(
-        [colab_python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        [colab_python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
     assert run.returncode == 0, run.stdout + run.stderr
 

@@ -96,7 +96,7 @@ def test_cli_reports_bad_notebook_clearly(tmp_path):
     bad = tmp_path / "00_welcome.ipynb"
     bad.write_text("{not json", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "course_lib", "grade", str(bad)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "course_lib", "grade", str(bad)], capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 2
     assert "not a readable notebook" in result.stderr and "Traceback" not in result.stderr
@@ -104,6 +104,34 @@ def test_cli_reports_bad_notebook_clearly(tmp_path):
         [sys.executable, "-m", "course_lib", "grade", str(tmp_path / "nope.ipynb")],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,
     )
     assert missing.returncode == 2 and "no notebook at" in missing.stderr
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_the_colab_set_up_installs_the_packages_a_lesson_needs_when_they_are_missing(monkeypatch, present):
+    """Lesson 11 streams FineWeb-Edu with `datasets`: on Colab its set-up cell pip-installs it if it is missing,
+    and leaves it alone if it is there. Lessons without extra packages install nothing more."""
+    import ast
+    import importlib.util
+    import os
+    import types
+
+    def colab_branch(lesson: str) -> types.CodeType:
+        source = next(c.source for c in read(release_path(lesson)).cells if grade_id(c) == SETUP_ID)
+        branch = next(node for node in ast.parse(source).body if isinstance(node, ast.If))
+        return compile(ast.Module([branch], []), "<set-up>", "exec")
+
+    calls = []
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(os.path, "isdir", lambda path: True)  # the course is cloned already
+    monkeypatch.setattr(subprocess, "run", lambda command, check: calls.append(command))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: object() if present else None)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert manifest.lesson("11_gpt2_training_gpu").colab_packages == ("datasets",)
+    exec(colab_branch("11_gpt2_training_gpu"), {"sys": sys})
+    assert calls == ([] if present else [[sys.executable, "-m", "pip", "install", "-q", "datasets"]])
+    calls.clear()
+    exec(colab_branch("02_embeddings"), {"sys": sys})
+    assert calls == []

@@ -215,6 +215,7 @@ def test_nothing_in_the_product_or_tests_points_outside_the_repository():
     root = data.REPO_ROOT
     files = [*root.glob("course_lib/**/*.py"), *root.glob("tests/**/*.py"), root / "Makefile", root / "pyproject.toml"]
     files += [*root.glob("notebooks/*/*/*.ipynb"), root / "README.md", root / "notebooks" / "AUTHORING.md"]
+    files += [*root.glob("docs/*.md")]
 
     def lines(path):  # a notebook's cell text, not its JSON (where "\\n" ends each line with a backslash)
         if path.suffix != ".ipynb":

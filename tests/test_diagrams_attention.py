@@ -1,7 +1,8 @@
 """What lessons 04-05's diagrams say (course_lib.diagrams.attention), read back from the drawn text and checked
 against the real computation: the data flow's numbers are attention's (PyTorch's SDPA agrees), the mask grid is
 the causal mask, cross-attention's weights are (Tq, Tk) with queries from the decoder, and the head split shows
-what split_heads and merge_heads return."""
+what split_heads and merge_heads return, and the fused qkv picture reads q, k and v per head as the module and
+nn.MultiheadAttention do."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from matplotlib.text import Text
 from course_lib import attention as att
 from course_lib.diagrams import DIAGRAMS
 from course_lib.diagrams import attention as pictures
+from course_lib.multihead import MultiHeadAttention
 
 
 def _texts(fig) -> list[str]:
@@ -28,7 +30,13 @@ def _numbers(texts: list[str]) -> list[float]:
 
 
 def test_registered():
-    for name in ("attention_data_flow", "causal_mask_grid", "cross_attention_wiring", "head_split_merge"):
+    for name in (
+        "attention_data_flow",
+        "causal_mask_grid",
+        "cross_attention_wiring",
+        "head_split_merge",
+        "fused_qkv_layout",
+    ):
         assert DIAGRAMS[name] is getattr(pictures, name)
 
 
@@ -100,3 +108,37 @@ def test_head_split_shows_split_heads_and_merge_heads():
     assert split_drawn == expected.flatten().tolist() == heads.flatten().tolist()
     assert split_drawn[: 2 * D] == [0, 1, 10, 11]
     assert split_drawn != tiny.view(1, H, 2, D).flatten().tolist()
+
+
+def _head_channels(text: str) -> tuple[int, tuple[list[int], list[int], list[int]]]:
+    h, *parts = re.fullmatch(r"head (\d):  q ← (\d+), (\d+)   k ← (\d+), (\d+)   v ← (\d+), (\d+)", text).groups()
+    numbers = [int(p) for p in parts]
+    return int(h), (numbers[0:2], numbers[2:4], numbers[4:6])
+
+
+def test_fused_qkv_layout_is_the_modules_and_pytorchs():
+    texts = [t for t in _texts(pictures.fused_qkv_layout()) if t.startswith("head ") and "←" in t]
+    assert len(texts) == 6  # three heads read the right way, then the same three read the wrong way
+    right, wrong = dict(map(_head_channels, texts[:3])), dict(map(_head_channels, texts[3:]))
+    d_model, H = pictures.QKV_D_MODEL, pictures.QKV_HEADS
+    D = d_model // H
+    channels = torch.arange(3 * d_model)
+    # PyTorch's own reading of in_proj's output (F.multi_head_attention_forward): chunk into q, k, v, then view
+    # each as (heads, D): head h owns channels h*D..(h+1)*D of each part.
+    q, k, v = (part.view(H, D) for part in channels.chunk(3))
+    assert right == {h: (q[h].tolist(), k[h].tolist(), v[h].tolist()) for h in range(H)}
+    assert right == pictures.qkv_channels_per_head()
+    per_head = channels.view(H, 3, D)  # the bug: [q_h | k_h | v_h] for each head in turn
+    assert wrong == {h: tuple(per_head[h, part].tolist() for part in range(3)) for h in range(H)}
+    assert wrong != right and wrong[0][0] == right[0][0]  # head 0's queries agree; its keys and values do not
+    # The module reads its qkv output the right way: with qkv's output set to the channel number, the values head h
+    # averages are channels right[h][2], whatever the weights (each head's output is a mix of its own values).
+    module = MultiHeadAttention(d_model, H).eval()
+    with torch.no_grad():
+        module.qkv.weight.zero_()
+        module.qkv.bias.copy_(channels.float())
+        module.out_proj.weight.copy_(torch.eye(d_model))
+        module.out_proj.bias.zero_()
+        out = module(torch.zeros(1, 2, d_model))  # (1, T, d_model): every token the same, so weights are uniform
+    expected = torch.tensor([c for h in range(H) for c in right[h][2]], dtype=torch.float32)
+    torch.testing.assert_close(out[0, 0], expected)

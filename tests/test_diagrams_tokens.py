@@ -1,5 +1,6 @@
 """What lessons 01-02's diagrams say (course_lib.diagrams.tokens): the ids match the vocabulary drawn, every
-target window is its input window moved one on, and the picked row is one_hot(id) @ the matrix drawn."""
+target window is its input window moved one on, the picked row is one_hot(id) @ the matrix drawn, and a GPT's input
+is nn.Embedding's token rows plus the position rows, the same position rows for every sequence."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _texts(fig) -> list[str]:
 
 
 def test_registered():
-    for name in ("tokenization_pipeline", "sliding_window", "embedding_row_pick"):
+    for name in ("tokenization_pipeline", "sliding_window", "embedding_row_pick", "token_plus_position"):
         assert name in DIAGRAMS
 
 
@@ -58,3 +59,24 @@ def test_embedding_row_pick_is_one_hot_times_matrix_and_nn_embedding():
         emb.weight.copy_(torch.tensor(table))
     assert np.allclose(picked, emb(torch.tensor(tokens.EMBEDDING_ID)).detach().numpy())
     assert not np.allclose(picked, table[tokens.EMBEDDING_ID - 1])
+
+
+def test_token_plus_position_is_nn_embedding_lookups_added_with_broadcasting():
+    fig = tokens.token_plus_position()
+    texts = [t for t in fig.findobj(Text) if re.fullmatch(r"[+-]\d\.\d\n[+-]\d\.\d", t.get_text())]
+    ids = torch.tensor(tokens.GPT_INPUT_IDS)  # (B, T)
+    B, T = ids.shape
+    drawn = torch.tensor([[float(v) for v in t.get_text().split()] for t in texts]).reshape(B, T, 3, 2)
+    token_embedding, position_embedding = torch.nn.Embedding(5, 2), torch.nn.Embedding(T, 2)
+    with torch.no_grad():
+        token_embedding.weight.copy_(torch.tensor(tokens.TOKEN_TABLE))
+        position_embedding.weight.copy_(torch.tensor(tokens.POSITION_TABLE))
+        token_vectors = token_embedding(ids)  # (B, T, C)
+        position_vectors = position_embedding(torch.arange(T))  # (T, C)
+    torch.testing.assert_close(drawn[:, :, 0], token_vectors, atol=1e-6, rtol=0)
+    torch.testing.assert_close(drawn[:, :, 1], position_vectors.expand(B, T, 2), atol=1e-6, rtol=0)
+    torch.testing.assert_close(drawn[:, :, 2], token_vectors + position_vectors, atol=0.051, rtol=0)  # one decimal
+    assert not torch.allclose(drawn[1, 0, 2], drawn[1, 1, 2])  # the same id (2) at t = 0 and 1: different inputs
+    assert ids[1, 0] == ids[1, 1]
+    faded = [t.get_alpha() is not None and t.get_alpha() < 1 for t in texts]
+    assert faded == [False] * (3 * T) + [False, True, False] * T  # only the second sequence's position rows

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from course_lib import multihead
 from course_lib.blocks import TransformerBlock
 from course_lib.gpt2 import (
     GPT2,
@@ -19,6 +20,7 @@ from course_lib.gpt2 import (
     gpt2_flops_per_token,
     gpt2_parameter_count,
 )
+from tests.compile_check import assert_one_graph
 
 # Published parameter counts of OpenAI's checkpoints as Hugging Face loads them (GPT2LMHeadModel.num_parameters()).
 PUBLISHED = {"small": 124_439_808, "medium": 354_823_168, "large": 774_030_080, "xl": 1_557_611_200}
@@ -192,6 +194,14 @@ def test_forward_rejects_too_long_inputs_and_float_ids():
         GPT2(dict(n_layers=2))
 
 
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_compiled_forward_is_one_graph(use_sdpa):
+    # The input checks stay out of the graph (torch.compiler.is_compiling), and no block checks anything.
+    model = _tiny(use_sdpa=use_sdpa, pad_vocab_multiple=64)
+    idx = torch.randint(0, 97, (2, 12))
+    assert_one_graph(model, idx, torch.roll(idx, -1, dims=1))
+
+
 # ---------------------------------------------------------------------------------------------------- cache
 
 
@@ -219,58 +229,25 @@ def test_cache_refuses_overflow_and_other_batch_sizes():
         model(torch.zeros(2, 1, dtype=torch.long), cache=model.new_cache(1))
 
 
-def test_cache_buffers_fit_the_model():
-    config = GPT2Config.tiny()
-    cache = KVCache(config, batch_size=3)
-    assert len(cache.keys) == config.n_layers and cache.keys[0].shape == (3, 2, 32, 8)
+def test_cache_holds_one_growing_layer_cache_per_block():
+    model = _tiny()
+    cache = KVCache(model.config, batch_size=3)
+    assert len(cache.layers) == model.config.n_layers and cache.length == 0 and cache.batch_size == 3
+    assert all(layer.keys.shape == (3, 2, 0, 8) for layer in cache.layers)
+    idx = torch.randint(0, 97, (3, 6))
+    model(idx[:, :5], cache=cache)
+    model(idx[:, 5:], cache=cache)
+    assert cache.length == 6 and all(layer.values.shape == (3, 2, 6, 8) for layer in cache.layers)
+    # Block 0's cache holds the keys its attention computes from the whole sequence: [q | k | v] -> k.
+    x = model.blocks[0].ln1(model.tok_emb(idx) + model.pos_emb(torch.arange(6)))
+    keys = multihead.split_heads(model.blocks[0].attn.qkv(x)[..., 16:32], 2)  # (B, H, T, D)
+    assert torch.allclose(cache.layers[0].keys, keys, atol=1e-6)
     with pytest.raises(ValueError, match="batch_size"):
-        KVCache(config, batch_size=0)
+        KVCache(model.config, batch_size=0)
 
 
-@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9], [2, 3, 4]])
-def test_attend_with_cache_chunk_by_chunk_equals_full_causal_attention(chunks):
-    # PyTorch's own causal attention over the whole sequence is the independent reference: past keys and values
-    # do not change, so feeding the positions in chunks through a growing cache gives the same rows.
-    B, H, D, Dv = 2, 3, 4, 5
-    T = sum(chunks)
-    g = torch.Generator().manual_seed(0)
-    q, k = torch.randn(B, H, T, D, generator=g), torch.randn(B, H, T, D, generator=g)
-    v = torch.randn(B, H, T, Dv, generator=g)
-    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dv)
-    k_cache, v_cache = torch.empty(B, H, 0, D), torch.empty(B, H, 0, Dv)
-    pieces, start = [], 0
-    for n in chunks:
-        new = slice(start, start + n)
-        out, k_cache, v_cache = attend_with_cache(q[:, :, new], k[:, :, new], v[:, :, new], k_cache, v_cache)
-        pieces.append(out)
-        start += n
-        assert k_cache.shape == (B, H, start, D) and v_cache.shape == (B, H, start, Dv)
-    assert torch.allclose(torch.cat(pieces, dim=2), full, atol=1e-6)
-    assert torch.equal(k_cache, k) and torch.equal(v_cache, v)
-
-
-def test_attend_with_cache_shifts_the_triangle_and_leaves_its_inputs_alone():
-    B, H, P, T, D = 1, 2, 5, 3, 4
-    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
-    k_cache, v_cache = torch.randn(B, H, P, D), torch.randn(B, H, P, D)
-    before = [t.clone() for t in (q, k, v, k_cache, v_cache)]
-    out, keys, values = attend_with_cache(q, k, v, k_cache, v_cache)
-    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, k_cache, v_cache), strict=True))
-    assert keys.data_ptr() != k_cache.data_ptr()
-    # Row i's weights, recomputed by hand: keys 0..P+i only (the newest query sees every key but the later ones).
-    scores = q @ keys.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, P + T)
-    allowed = torch.arange(P + T)[None, :] <= (P + torch.arange(T))[:, None]
-    expected = scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ values
-    assert torch.allclose(out, expected, atol=1e-6)
-    assert allowed[0].sum() == P + 1 and allowed[-1].all()
-
-
-def test_attend_with_cache_names_mismatched_shapes():
-    q = torch.randn(1, 2, 1, 4)
-    with pytest.raises(ValueError, match="k_cache"):
-        attend_with_cache(q, q, q, torch.randn(1, 2, 3, 5), torch.randn(1, 2, 3, 4))
-    with pytest.raises(ValueError, match="batch size B"):
-        attend_with_cache(q, q, q, torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4))
+def test_attend_with_cache_is_the_one_multihead_attention_calls():
+    assert attend_with_cache is multihead.attend_with_cache  # importable from here, where lesson 10 names it
 
 
 # ---------------------------------------------------------------------------------------------------- counts

@@ -353,11 +353,14 @@ def test_hidden_case_messages_name_the_case_not_its_input():
 
 
 REF = "from course_lib import blocks as ref"  # as the lesson's first code cell binds it
+# The lesson's import cell binds MultiHeadAttention (the learner's from lesson 05, or the course's); graded
+# answers get the course's, from the lesson's preamble.
+MHA = "from course_lib.multihead import MultiHeadAttention"
 
 
 class TestGraders(LessonGraderTests):
     kit = KIT
     at_least = 3
-    setup = "import math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n" + REF
+    setup = "import math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n" + REF + "\n" + MHA
     mistakes = MISTAKES
     borrowed = BORROWED

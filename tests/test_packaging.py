@@ -91,7 +91,7 @@ def test_xdist_groups_hold(tmp_path):
         env=dict(os.environ, SETUPS=str(setups)),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     lines = sorted(setups.read_text().split("\n")[:-1])

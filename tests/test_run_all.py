@@ -28,7 +28,7 @@ def _run_all(lesson: str, env: dict[str, str | None]):
             else:
                 patch.setenv(name, value)
         path = release_path(lesson).parent
-        execute(nb, timeout=180, folder=path)
+        execute(nb, timeout=600, folder=path)
     return nb
 
 

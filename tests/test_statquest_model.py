@@ -3,6 +3,7 @@ generation, Lightning against a plain loop, and the seed table."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -70,3 +71,50 @@ def test_every_seed_of_the_table_answers_awesome_eos():
     print(f"\nseed table: {len(rows)} seeds trained in {time.perf_counter() - start:.1f} s (pid {os.getpid()})")
     wrong = [r for r in rows if r["what is statquest"] != "awesome <EOS>" or r["statquest is what"] != "awesome <EOS>"]
     assert wrong == []
+
+
+class _Collect(logging.Handler):
+    """Keeps the messages Lightning logs (a filter on the logger drops a record before any handler sees it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _lightning_messages(run) -> list[str]:
+    collect = _Collect()
+    loggers = [logging.getLogger(name) for name in toy._LIGHTNING_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(collect)
+    try:
+        run()
+    finally:
+        for logger in loggers:
+            logger.removeHandler(collect)
+    return collect.messages
+
+
+def test_the_filter_drops_lightnings_advertising_tips_and_nothing_else():
+    tip = "💡 Tip: For seamless cloud uploads and versioning, try installing [litmodels](https://pypi.org/project/litmodels/)"
+    logger = logging.getLogger(toy._LIGHTNING_LOGGERS[0])
+
+    def log_three() -> None:
+        with toy._without_advertisements():
+            logger.info(tip)
+            logger.info("GPU available: False, used: False")
+            logger.warning("a real warning")
+
+    assert _lightning_messages(log_three) == ["GPU available: False, used: False", "a real warning"]
+    assert _lightning_messages(lambda: logger.info(tip)) == [tip]  # outside the context nothing is filtered
+
+
+def test_training_with_lightning_shows_no_tip():
+    # Lightning 2.6 logs "💡 Tip: For seamless cloud logging ... try installing litlogger" under every Trainer
+    # without a LitLogger (the lesson's has no logger at all).
+    shown = _lightning_messages(lambda: toy.train_lightning(seed=1, epochs=1, progress_bar=False))
+    assert not [m for m in shown if m.startswith(toy.ADVERTISEMENT) or "litmodels" in m or "litlogger" in m]
+    assert any(m.startswith("GPU available") for m in shown)  # Lightning's other messages still pass
+    assert all(not logging.getLogger(name).filters for name in toy._LIGHTNING_LOGGERS)  # the filter is removed

@@ -21,6 +21,7 @@ from course_lib.train import (
     grad_accum_steps,
     peak_flops,
     sample,
+    time_the_loop,
     train,
 )
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
@@ -90,13 +91,29 @@ def test_estimate_mfu_counts_six_flops_per_parameter_and_the_attention_term():
 
 NAMES = {  # torch.cuda.get_device_name() as it reads on these GPUs -> the PEAK_FLOPS key
     "Tesla T4": "T4",
+    "Tesla V100-SXM2-16GB": "V100 SXM2",
+    "Tesla V100-PCIE-32GB": "V100 PCIe",
+    "Tesla V100S-PCIE-32GB": "V100S PCIe",
+    "NVIDIA A10G": "A10G",
+    "NVIDIA A10": "A10",
     "NVIDIA L4": "L4",
-    "NVIDIA L40S": None,  # a different GPU: "L4" must not match inside "L40S"
+    "NVIDIA L40S": "L40S",  # "L4" must not match inside "L40S"
+    "NVIDIA L40": None,  # not in the table: its peak is measured
+    "NVIDIA GeForce RTX 3090": "RTX 3090",
+    "NVIDIA GeForce RTX 3090 Ti": None,  # another card, faster than the 3090
+    "NVIDIA GeForce RTX 4090": "RTX 4090",
+    "NVIDIA GeForce RTX 4090 D": None,  # fewer cores than the 4090
     "NVIDIA A100-SXM4-40GB": "A100",
+    "NVIDIA A100-PCIE-40GB": "A100",
     "NVIDIA A100 80GB PCIe": "A100",
+    "NVIDIA A100-SXM4-80GB": "A100",
     "NVIDIA H100 80GB HBM3": "H100 SXM",
     "NVIDIA H100 PCIe": "H100 PCIe",
     "NVIDIA H100 NVL": "H100 NVL",
+    "NVIDIA H200": "H200",
+    "NVIDIA H200 NVL": "H200 NVL",
+    "NVIDIA GH200 480GB": None,  # not an H200
+    "nvidia h100 80gb hbm3": "H100 SXM",  # case is ignored
     "cpu": None,
 }
 
@@ -106,12 +123,50 @@ def test_gpu_model_finds_the_table_entry(name):
     assert gpu_model(name) == NAMES[name]
 
 
+def test_every_table_entry_has_a_peak_in_the_precision_the_lesson_uses():
+    capability = {"T4": (7, 5), "V100 SXM2": (7, 0), "V100 PCIe": (7, 0), "V100S PCIe": (7, 0)}
+    for gpu in PEAK_FLOPS:
+        precision = train_setup.choose_precision("cuda", capability.get(gpu, (8, 0)))
+        assert PEAK_FLOPS[gpu][precision] > 1e12, gpu
+    assert set(NAMES.values()) - {None} == set(PEAK_FLOPS)  # every entry is reached by a real device name
+
+
 def test_peak_flops():
     assert peak_flops("Tesla T4", "fp16") == 65e12
     assert peak_flops("Tesla T4", "bf16") is None  # the T4 has no bf16 tensor cores
-    assert peak_flops("NVIDIA A100-SXM4-80GB", "bf16") == 312e12
-    assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.5e12
+    assert peak_flops("Tesla V100-SXM2-16GB", "fp16") == 125e12
+    assert peak_flops("NVIDIA A100-SXM4-80GB", "bf16") == peak_flops("NVIDIA A100-PCIE-40GB", "bf16") == 312e12
+    assert peak_flops("NVIDIA H100 80GB HBM3", "bf16") == 989.5e12  # half the datasheet's 1,979 with sparsity
+    assert peak_flops("NVIDIA H100 PCIe", "bf16") == 756.5e12
+    assert peak_flops("NVIDIA H200", "bf16") == 989.5e12
+    assert peak_flops("NVIDIA L4", "bf16") == 121e12
+    assert peak_flops("NVIDIA GeForce RTX 4090", "bf16") == 165.2e12
     assert peak_flops("cpu", "fp32") is None
+
+
+def test_measured_peak_is_the_flops_of_the_timed_matmuls():
+    """2 * n**3 FLOPs per product, `repeats` products per round, the fastest round: with a clock that says each
+    round took 0.5, 0.25 and 1.0 s, the peak is 2 * 64**3 * 4 / 0.25."""
+    ticks = iter([0.0, 0.5, 10.0, 10.25, 20.0, 21.0])
+    peak = train_setup.measure_matmul_peak("cpu", "fp32", size=64, repeats=4, rounds=3, clock=lambda: next(ticks))
+    assert peak == 2 * 64**3 * 4 / 0.25
+
+
+def test_an_unknown_device_gets_a_measured_peak():
+    peak = train_setup.find_peak("cpu", "fp32")  # a CPU has no datasheet entry: measured, in a second or so
+    assert peak.source == "measured" and peak.label == "against a measured peak"
+    assert 1e8 < peak.flops < 1e14 and "fp32 matmuls on cpu" in peak.name  # any CPU of this century
+    known = train_setup.Peak(989.5e12, "datasheet", "H100 SXM")
+    assert known.label == "against the H100 SXM's datasheet peak"
+
+
+def test_find_peak_measures_a_gpu_the_table_does_not_know(monkeypatch):
+    monkeypatch.setattr(train_setup, "device_name", lambda device: "NVIDIA RTX PRO 6000 Blackwell")
+    monkeypatch.setattr(train_setup, "measure_matmul_peak", lambda device, precision: 123e12)
+    peak = train_setup.find_peak("cuda", "bf16")
+    assert (peak.flops, peak.source) == (123e12, "measured")
+    monkeypatch.setattr(train_setup, "device_name", lambda device: "NVIDIA H100 PCIe")
+    assert train_setup.find_peak("cuda", "bf16") == train_setup.Peak(756.5e12, "datasheet", "H100 PCIe")
 
 
 @pytest.mark.parametrize(
@@ -244,7 +299,12 @@ def test_resume_after_a_crash_continues_exactly(shards, tmp_path, kind, dropout)
         train(tiny_model(dropout=dropout, kind=kind), config(shards, **settings), on_log=_crash_at(6))
     assert load_checkpoint(tmp_path / "ck.pt")["step"] == 4
     resumed = train(tiny_model(seed=99, dropout=dropout, kind=kind), config(shards, **settings), resume=True)
-    assert resumed[0] == {"kind": "resume", "step": 4, "path": str(tmp_path / "ck.pt")}
+    assert resumed[0] | {"elapsed_s": 0} == {
+        "kind": "resume",
+        "step": 4,
+        "path": str(tmp_path / "ck.pt"),
+        "elapsed_s": 0,
+    }
     assert train_losses(resumed) == straight[4:]  # bit for bit
 
 
@@ -272,6 +332,7 @@ def test_time_budget_stops_with_a_checkpoint(shards, tmp_path):
     records = train(tiny_model(), config(shards, max_time_s=0.0, checkpoint_path=str(path)))
     assert [r["kind"] for r in records] == ["start", "stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
     start = {"kind": "start", "step": 0, "device": "cpu", "precision": "fp32", "fused_adamw": False}
+    assert records[0].pop("elapsed_s") >= 0  # every record says when it was made
     assert records[0] == start | {"compile": False, "grad_accum_steps": 1, "world_size": 1}
 
 
@@ -324,3 +385,104 @@ def test_samples_come_from_their_own_generator(tmp_path):
     assert first == sample(model, [1, 2, 3], 20, 16, torch.Generator().manual_seed(0))
     assert first != sample(model, [1, 2, 3], 20, 16, torch.Generator().manual_seed(1))
     assert len(first) == 20 and all(0 <= i < 32 for i in first)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Planning a run from measured times
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_plan_steps_is_what_the_budget_leaves_divided_by_the_step_time():
+    plan = train_setup.plan_steps(budget_s=100.0, spent_s=10.0, step_s=2.0, extra_s=6.0)
+    assert (plan.max_steps, plan.fits) == (42, True)  # (100 - 10 - 6) / 2
+    assert plan.expected_s == 100.0
+    assert train_setup.plan_steps(100.0, 10.0, 2.5, 6.0).max_steps == 33  # 84 / 2.5 = 33.6: rounded down
+
+
+@given(
+    st.floats(10.0, 1e5),  # the budget
+    st.floats(0.0, 0.8),  # the share of it spent compiling and timing
+    st.floats(0.0, 0.1),  # the share taken by evaluations, samples and checkpoints
+    st.floats(1e-4, 0.01),  # a step's share of what is left for the steps
+)
+def test_a_plan_that_fits_ends_within_a_step_of_its_budget(budget, spent, extra, step):
+    spent_s, extra_s = spent * budget, extra * budget
+    step_s = step * (budget - spent_s - extra_s)
+    plan = train_setup.plan_steps(budget, spent_s, step_s, extra_s)
+    assert plan.fits
+    assert budget - step_s * (1 + 1e-9) <= plan.expected_s <= budget * (1 + 1e-9)  # so within 1 % of the budget
+
+
+def test_when_compilation_eats_the_budget_the_plan_runs_the_minimum_and_says_it_does_not_fit():
+    plan = train_setup.plan_steps(budget_s=60.0, spent_s=75.0, step_s=0.5, extra_s=3.0, min_steps=10)
+    assert (plan.max_steps, plan.fits) == (10, False)
+    assert plan.expected_s == 75.0 + 10 * 0.5 + 3.0  # 83 s: the caller can say it overruns by 23 s
+    tight = train_setup.plan_steps(budget_s=60.0, spent_s=50.0, step_s=2.0, min_steps=10)  # room for 5 steps
+    assert (tight.max_steps, tight.fits) == (10, False)
+
+
+def test_plan_steps_rejects_impossible_times():
+    with pytest.raises(ValueError, match="step_s"):
+        train_setup.plan_steps(60.0, 1.0, 0.0)
+    with pytest.raises(ValueError, match="spent_s"):
+        train_setup.plan_steps(60.0, -1.0, 0.5)
+    with pytest.raises(ValueError, match="budget_s"):
+        train_setup.plan_steps(0.0, 1.0, 0.5)
+
+
+def test_time_the_loop_times_each_part_and_puts_the_weights_back(shards):
+    settings = {"max_steps": 6, "eval_interval": 3, "eval_batches": 2, "checkpoint_interval": 2}
+    model = tiny_model(kind="gpt2")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    timed = time_the_loop(model, config(shards, **settings), steps=4)
+    assert set(timed) == {"first_step_s", "step_s", "eval_s", "sample_s", "checkpoint_s", "total_s"}
+    assert all(v >= 0 for v in timed.values()) and timed["step_s"] > 0 and timed["eval_s"] > 0
+    assert timed["sample_s"] == 0  # the run samples nothing (and the Markov shards have no tokenizer)
+    assert timed["total_s"] >= timed["first_step_s"] + 2 * timed["step_s"]  # two of the 3 timed steps >= median
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # the run after the timing is the run without it
+    assert train_losses(train(model, config(shards, **settings))) == train_losses(
+        train(tiny_model(kind="gpt2"), config(shards, **settings))
+    )
+    with pytest.raises(ValueError, match="steps"):
+        time_the_loop(model, config(shards, **settings), steps=1)
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", marks=pytest.mark.slow),  # torch.compile on the CPU: tens of seconds
+        pytest.param(
+            "cuda",
+            marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")],
+        ),
+    ],
+)
+def test_the_timed_steps_compile_the_model_once_for_the_run(shards, device):
+    """time_the_loop's compilation is the run's: the run after it finds the compiled graphs and compiles none,
+    so the plan, which counts the compilation once, holds."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    model = tiny_model(kind="gpt2")
+    settings = config(shards, device=device, compile=True, max_steps=4, eval_interval=2, eval_batches=1)
+    time_the_loop(model, settings, steps=3)
+    graphs = counters["stats"]["unique_graphs"]
+    assert graphs > 0  # the training step and the evaluation were compiled
+    train(model, settings)
+    assert counters["stats"]["unique_graphs"] == graphs
+    torch._dynamo.reset()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_measured_matmul_peak_does_not_exceed_the_datasheet():
+    """A datasheet peak below what the GPU measurably does would be a wrong table entry (or a wrong match of the
+    device name, say a PCIe card taken for an SXM one)."""
+    name = torch.cuda.get_device_name()
+    precision = train_setup.choose_precision("cuda", torch.cuda.get_device_capability())
+    datasheet = peak_flops(name, precision)
+    if datasheet is None:
+        pytest.skip(f"{name} is not in PEAK_FLOPS (lesson 11 measures its peak instead)")
+    assert 0 < train_setup.measure_matmul_peak("cuda", precision) <= 1.05 * datasheet

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -15,10 +16,13 @@ from course_lib.data import gpt2_encoding, load_text
 from course_lib.train_data import (
     HEADER,
     ShardLoader,
+    extend_documents,
     hub_documents,
     prepare_documents,
     prepare_tiny_shakespeare,
     rank_batch,
+    read_header,
+    steps_available,
     write_shards,
 )
 
@@ -178,3 +182,73 @@ def test_hub_documents_without_datasets_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # as if it were not installed
     with pytest.raises(ImportError, match="pip install datasets"):
         next(hub_documents("roneneldan/TinyStories"))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Enough data for a run, and more when it needs more
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "seq_len", "accum", "shard_tokens"), [(2, 8, 1, 300), (3, 5, 4, 250), (1, 7, 3, 1000)]
+)
+def test_steps_available_is_what_the_loader_reads_before_it_starts_again(
+    tmp_path, stream, batch_size, seq_len, accum, shard_tokens
+):
+    header = write_shards({"train": [stream]}, tmp_path, 300, shard_tokens=shard_tokens)
+    loader = ShardLoader(tmp_path, "train", batch_size, seq_len)
+    micro_steps = 0
+    while loader.epoch == 0:
+        loader.next_batch()
+        micro_steps += 1
+    assert steps_available(header, batch_size, seq_len, accum) == micro_steps // accum
+    assert steps_available(header, batch_size, seq_len, 1, world_size=2) == sum(
+        (s["tokens"] - 1) // (2 * batch_size * seq_len) for s in header["splits"]["train"]
+    )
+
+
+def _documents(n: int) -> list[str]:
+    return [f"Document number {i} says {'something ' * (i % 7 + 1)}and stops." for i in range(n)]
+
+
+def _train_ids(folder) -> list[int]:
+    shards = read_header(folder)["splits"]["train"]
+    return np.concatenate([np.fromfile(folder / s["file"], dtype=np.uint16) for s in shards]).tolist()
+
+
+def test_prepare_stops_after_enough_train_tokens_and_extending_goes_on_from_the_next_document(tmp_path):
+    documents = _documents(200)
+    whole = prepare_documents(iter(documents), tmp_path / "whole", val_tokens=40, shard_tokens=500)
+    assert whole["documents"] == 200
+    part = prepare_documents(iter(documents), tmp_path / "part", val_tokens=40, train_tokens=300, shard_tokens=500)
+    written = sum(s["tokens"] for s in part["splits"]["train"])
+    assert 300 <= written < 300 + 30  # whole documents: stops after the one that reaches 300 tokens
+    assert _train_ids(tmp_path / "part") == _train_ids(tmp_path / "whole")[:written]
+    grown = extend_documents(iter(documents[part["documents"] :]), tmp_path / "part", 400, shard_tokens=500)
+    total = sum(s["tokens"] for s in grown["splits"]["train"])
+    assert total >= written + 400 and grown["documents"] > part["documents"]
+    assert _train_ids(tmp_path / "part") == _train_ids(tmp_path / "whole")[:total]  # as if prepared at once
+    assert [s["file"] for s in grown["splits"]["train"]][: len(part["splits"]["train"])] == [
+        s["file"] for s in part["splits"]["train"]
+    ]  # the old shards are kept, new ones numbered after them
+    assert read_header(tmp_path / "part") == grown
+
+
+def test_a_folder_that_is_not_a_document_stream_cannot_grow(tmp_path):
+    prepare_tiny_shakespeare(tmp_path)
+    with pytest.raises(ValueError, match="cannot grow"):
+        extend_documents(iter(["more text"]), tmp_path, 10)
+
+
+def test_hub_documents_skips_the_documents_a_folder_already_holds(monkeypatch):
+    rows = [{"text": f"doc {i}"} for i in range(10)]
+
+    class Stream(list):
+        def skip(self, n):
+            return Stream(self[n:])
+
+    fake = types.ModuleType("datasets")
+    fake.load_dataset = lambda path, name, split, streaming: Stream(rows)
+    monkeypatch.setitem(sys.modules, "datasets", fake)
+    assert list(hub_documents("any/dataset", skip=7)) == ["doc 7", "doc 8", "doc 9"]
+    assert list(hub_documents("any/dataset", skip=2, limit=2)) == ["doc 2", "doc 3"]

@@ -51,7 +51,7 @@ def _one_thread(function, *args):
 
 
 def _finish(process: subprocess.Popen) -> str:
-    out, err = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=600)
     assert process.returncode == 0, err[-3000:]
     return out
 
@@ -68,7 +68,8 @@ def test_sigkill_mid_run_then_resume_continues_exactly(shards, tmp_path):
     killed.wait(timeout=30)
     assert killed.returncode == -signal.SIGKILL
     before_kill = _records("".join(lines))
-    assert {"kind": "checkpoint", "step": 4, "path": str(tmp_path / "killed" / "ck.pt")} in before_kill
+    checkpoint = {"kind": "checkpoint", "step": 4, "path": str(tmp_path / "killed" / "ck.pt")}
+    assert checkpoint in [{k: v for k, v in r.items() if k != "elapsed_s"} for r in before_kill]
     assert [p.name for p in (tmp_path / "killed").iterdir()] == ["ck.pt"]  # no temporary file left
 
     resumed = _driver("loop", shards, tmp_path / "killed", "--resume")
@@ -110,7 +111,7 @@ def _assert_same_run(reference: dict, ranks: list[dict], losses: list[float]) ->
 def test_torchrun_ddp_with_two_cpu_processes_equals_one_process(shards, tmp_path, one_process):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(DRIVER)]
     command += ["loop", str(shards), str(tmp_path), *TWO_RANKS]
-    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=180)
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     _assert_same_run(one_process, ranks, train_losses(_records(result.stdout)))
@@ -119,7 +120,7 @@ def test_torchrun_ddp_with_two_cpu_processes_equals_one_process(shards, tmp_path
 def test_lightning_ddp_with_two_cpu_processes_equals_our_loop(shards, tmp_path, one_process):
     """The same module in Lightning's Trainer (strategy "ddp", 2 CPU processes, gloo): our loop's losses."""
     command = [sys.executable, str(DRIVER), "lightning", str(shards), str(tmp_path), "2", *TWO_RANKS]
-    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1)]
     micro = [ranks[r]["losses"][i : i + 2] for i in range(0, 6, 2) for r in (0, 1)]  # per step: r0 x2, r1 x2

@@ -3,11 +3,15 @@
     draw          the shared pieces (colours, boxes, arrows, residual adds)
     architecture  transformer blocks, the residual stream, the encoder-decoder, lesson 08's toy decoder
     batches       lesson 09's get_batch windows
-    tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick
+    tokens        lessons 01-02: the tokenization pipeline, the sliding window, an embedding row pick, a GPT's input
+                  as token vectors plus position vectors
+    position      lesson 03: how the sinusoidal table is built, RoPE as a rotation of channel pairs
     attention     lessons 04-05: attention's data flow with numbers, the causal mask, cross-attention's wiring,
-                  the split of the channels into heads and their merge
-    tensors       lesson 00's PyTorch primer: broadcasting a column against a row
+                  the split of the channels into heads and their merge, the fused qkv output's layout
+    decoding      lessons 07-08: teacher forcing's shifted decoder input, the two conventions for a causal mask
+    tensors       lesson 00's PyTorch primer: broadcasting a column against a row, one gradient step
     gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
+    training      lesson 11: the tokens' path through one training step, a checkpoint's save-and-resume cycle
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -33,13 +37,17 @@ from course_lib.diagrams.attention import (
     attention_data_flow,
     causal_mask_grid,
     cross_attention_wiring,
+    fused_qkv_layout,
     head_split_merge,
 )
 from course_lib.diagrams.batches import get_batch_windows
+from course_lib.diagrams.decoding import mask_conventions, teacher_forcing
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
-from course_lib.diagrams.tensors import broadcasting
-from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, tokenization_pipeline
+from course_lib.diagrams.position import rope_rotation, sinusoidal_table
+from course_lib.diagrams.tensors import broadcasting, gradient_step
+from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, token_plus_position, tokenization_pipeline
+from course_lib.diagrams.training import checkpoint_resume_cycle, training_step_data_path
 
 __all__ = [
     "COLOURS",
@@ -59,9 +67,18 @@ __all__ = [
     "causal_mask_grid",
     "cross_attention_wiring",
     "head_split_merge",
+    "fused_qkv_layout",
     "broadcasting",
+    "gradient_step",
+    "token_plus_position",
+    "sinusoidal_table",
+    "rope_rotation",
+    "teacher_forcing",
+    "mask_conventions",
     "gpt2_architecture",
     "kv_cache_step",
+    "training_step_data_path",
+    "checkpoint_resume_cycle",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -77,9 +94,18 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "causal_mask_grid": causal_mask_grid,
     "cross_attention_wiring": cross_attention_wiring,
     "head_split_merge": head_split_merge,
+    "fused_qkv_layout": fused_qkv_layout,
     "broadcasting": broadcasting,
+    "gradient_step": gradient_step,
+    "token_plus_position": token_plus_position,
+    "sinusoidal_table": sinusoidal_table,
+    "rope_rotation": rope_rotation,
+    "teacher_forcing": teacher_forcing,
+    "mask_conventions": mask_conventions,
     "gpt2_architecture": gpt2_architecture,
     "kv_cache_step": kv_cache_step,
+    "training_step_data_path": training_step_data_path,
+    "checkpoint_resume_cycle": checkpoint_resume_cycle,
 }
 
 

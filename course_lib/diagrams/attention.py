@@ -1,5 +1,5 @@
-"""Lessons 04 and 05: attention's data flow with real numbers, the causal mask, cross-attention's wiring, and the
-split of the channels into heads and their merge.
+"""Lessons 04 and 05: attention's data flow with real numbers, the causal mask, cross-attention's wiring, the
+split of the channels into heads and their merge, and the layout of a fused qkv projection's output.
 
 The numbers in the pictures are computed here, with the course's own functions (course_lib.attention,
 course_lib.multihead), from the small fixed inputs below; tests/test_diagrams_attention.py reads them back from the
@@ -25,6 +25,7 @@ __all__ = [
     "causal_mask_grid",
     "cross_attention_wiring",
     "head_split_merge",
+    "fused_qkv_layout",
     "FLOW_TOKENS",
     "FLOW_X",
     "FLOW_WEIGHTS",
@@ -32,6 +33,9 @@ __all__ = [
     "MASK_TOKENS",
     "SPLIT_HEADS",
     "split_example",
+    "QKV_D_MODEL",
+    "QKV_HEADS",
+    "qkv_channels_per_head",
 ]
 
 # The data-flow picture: three of lesson 04's six token vectors, and made-up projections (C = 3 -> d_k = d_v = 2).
@@ -44,6 +48,7 @@ FLOW_WEIGHTS = {  # (C, d) each: q = x @ W_q, k = x @ W_k, v = x @ W_v
 }
 MASK_TOKENS = ["Your", "journey", "starts", "with", "one"]
 SPLIT_HEADS = 3  # the split picture: C = 6 channels, H = 3 heads of D = 2
+QKV_D_MODEL, QKV_HEADS = 6, 3  # the fused-qkv picture: qkv gives 3 x 6 = 18 channels, 3 heads of D = 2
 
 
 def flow_numbers() -> dict[str, np.ndarray]:
@@ -272,6 +277,66 @@ def head_split_merge() -> Figure:
         "Each head gets its own D = 2 channels of every token (head 0: channels 0–1 of t0 and of t1), and a batched "
         "matmul\nthen attends all heads at once. Without the transpose, view(1, 3, 2, 2) would give head 0 "
         "channels 0–3 of t0 alone:\nthe right shape, the wrong numbers.",
+        ha="left",
+        va="top",
+        fontsize=9.5,
+        color=INK,
+    )
+    return fig
+
+
+def qkv_channels_per_head(d_model: int = QKV_D_MODEL, n_heads: int = QKV_HEADS, per_head_layout: bool = False):
+    """Which of qkv's 3·d_model output channels head h reads as its queries, keys and values: {h: (q, k, v)}, each a
+    list of channel numbers. The course's layout is [q | k | v] (split, then split_heads, as MultiHeadAttention
+    does); `per_head_layout=True` is the bug that reads the output as [q_0 k_0 v_0 | q_1 k_1 v_1 | ...]."""
+    channels = torch.arange(3 * d_model).reshape(1, 1, 3 * d_model)  # (B=1, T=1, 3*d_model): channel c holds c
+    D = d_model // n_heads
+    if per_head_layout:
+        per_head = channels.view(1, 1, n_heads, 3 * D).transpose(1, 2)  # (1, H, 1, 3D): head h's block of 3D
+        q, k, v = per_head.split(D, dim=-1)  # (1, H, 1, D) each
+    else:
+        q, k, v = (split_heads(part, n_heads) for part in channels.split(d_model, dim=-1))  # (1, H, 1, D) each
+    return {h: tuple(t[0, h, 0].tolist() for t in (q, k, v)) for h in range(n_heads)}
+
+
+def fused_qkv_layout() -> Figure:
+    """Lesson 05: the fused projection qkv = nn.Linear(d_model, 3·d_model) writes [q | k | v], each d_model channels
+    with the heads contiguous inside each part; head h reads channels h·D..(h+1)·D of q, of k and of v. Reading the
+    output per head instead, [q_h | k_h | v_h], gives the same shapes and other numbers."""
+    d_model, H = QKV_D_MODEL, QKV_HEADS
+    D = d_model // H
+    fig, ax = canvas(11.4, 4.3, (-2.3, 17.3), (-5.5, 1.9))
+    ax.text(-2.2, 1.55, f"qkv(x) for one token: 3 · d_model = {3 * d_model} channels (d_model = {d_model}, "
+            f"{H} heads of D = {D})", ha="left", va="center", fontsize=FONT, weight="bold", color=INK)  # fmt: skip
+    for c in range(3 * d_model):
+        part, within = divmod(c, d_model)
+        _cell(ax, 0.5 + 0.86 * c, 0.3, str(c), _HEAD_KINDS[within // D], w=0.8, h=0.5, size=9)
+    for part, name in enumerate("qkv"):
+        left, right = 0.1 + 0.86 * d_model * part, 0.9 + 0.86 * (d_model * (part + 1) - 1)
+        ax.plot([left, left, right, right], [0.75, 0.85, 0.85, 0.75], color=INK, linewidth=1.2)
+        ax.text((left + right) / 2, 1.05, f"{name}: channels {d_model * part}–{d_model * (part + 1) - 1}",
+                ha="center", va="center", fontsize=9.5, color=INK)  # fmt: skip
+    ax.text(-2.2, 0.3, "channel", ha="left", va="center", fontsize=9, color="#555555")
+    ax.text(-2.2, -0.55, "qkv(x).split(d_model), then split_heads on q, k and v: each head reads its D channels of "
+            "each part", ha="left", va="center", fontsize=9.5, color=INK)  # fmt: skip
+    right_way = qkv_channels_per_head()
+    wrong_way = qkv_channels_per_head(per_head_layout=True)
+    for h in range(H):
+        q, k, v = right_way[h]
+        text = f"head {h}:  q ← {q[0]}, {q[1]}   k ← {k[0]}, {k[1]}   v ← {v[0]}, {v[1]}"
+        box(ax, 2.6 + 5.3 * h, -1.35, 5.1, 0.6, text, _HEAD_KINDS[h], size=8.5)
+    ax.text(-2.2, -2.45, "The bug: reading the output per head, [q_0 k_0 v_0 | q_1 k_1 v_1 | ...], "
+            "as a view(B, T, H, 3·D) would", ha="left", va="center", fontsize=9.5, color=INK)  # fmt: skip
+    for h in range(H):
+        q, k, v = wrong_way[h]
+        text = f"head {h}:  q ← {q[0]}, {q[1]}   k ← {k[0]}, {k[1]}   v ← {v[0]}, {v[1]}"
+        box(ax, 2.6 + 5.3 * h, -3.25, 5.1, 0.6, text, "output", size=8.5)
+    ax.text(
+        -2.2,
+        -4.5,
+        "Same shapes, other numbers, and nothing crashes: head 0 would take channels 2–3 (head 1's queries) as its "
+        "keys and 4–5\n(head 2's queries) as its values. nn.MultiheadAttention's in_proj_weight has the course's "
+        "layout (the query rows, then the key\nrows, then the value rows), so weights copy across unchanged.",
         ha="left",
         va="top",
         fontsize=9.5,

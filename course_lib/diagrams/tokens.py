@@ -1,4 +1,5 @@
-"""Lessons 01 and 02: text to token ids to vectors, the sliding window, and an embedding lookup as a row pick."""
+"""Lessons 01 and 02: text to token ids to vectors, the sliding window, an embedding lookup as a row pick, and a GPT's
+input as token vectors plus position vectors."""
 
 from __future__ import annotations
 
@@ -7,7 +8,17 @@ from matplotlib.figure import Figure
 
 from course_lib.diagrams.draw import FONT, INK, arrow, box, canvas
 
-__all__ = ["tokenization_pipeline", "sliding_window", "embedding_row_pick", "PIPELINE_VOCAB", "EMBEDDING_TABLE"]
+__all__ = [
+    "tokenization_pipeline",
+    "sliding_window",
+    "embedding_row_pick",
+    "token_plus_position",
+    "PIPELINE_VOCAB",
+    "EMBEDDING_TABLE",
+    "GPT_INPUT_IDS",
+    "TOKEN_TABLE",
+    "POSITION_TABLE",
+]
 
 # The toy vocabulary the pipeline picture uses, built as lesson 01's build_vocab does (sorted tokens, then the
 # two special tokens): each piece's id is its place in this list.
@@ -16,6 +27,11 @@ PIPELINE_TEXT = "the cat sat on the mat."
 # The embedding table drawn in lesson 02's picture: 5 ids, 3 dimensions, one decimal (seeded, so the PNG is fixed).
 EMBEDDING_TABLE = np.round(np.random.default_rng(2).normal(size=(5, 3)), 1)
 EMBEDDING_ID = 3
+# Lesson 02's GPT input: a batch of B = 2 sequences of T = 3 ids, a token table (V = 5, C = 2) and a position table
+# (context_length = 3, C = 2), one decimal each (seeded, so the PNG is fixed).
+GPT_INPUT_IDS = [[4, 0, 2], [2, 2, 1]]
+TOKEN_TABLE = np.round(np.random.default_rng(5).normal(size=(5, 2)), 1)
+POSITION_TABLE = np.round(np.random.default_rng(6).normal(scale=0.5, size=(3, 2)), 1)
 
 
 def _pieces(text: str) -> list[str]:
@@ -99,4 +115,56 @@ def embedding_row_pick() -> Figure:
         va="center",
         fontsize=9.5,
     )
+    return fig
+
+
+def _vector_box(ax, x: float, y: float, values: np.ndarray, kind: str, faded: bool = False) -> None:
+    """One vector of C = 2 numbers as a tall box, the numbers stacked."""
+    box(ax, x, y, 0.95, 1.0, "\n".join(f"{v:+.1f}" for v in values), kind, size=9.5)
+    if faded:  # a position row read again for the next sequence: the same numbers, not a copy in memory
+        ax.patches[-1].set_alpha(0.35)
+        ax.texts[-1].set_alpha(0.45)
+
+
+def token_plus_position() -> Figure:
+    """Lesson 02: a GPT's input. Each id picks its row of the token table, (B, T) -> (B, T, C); position t adds row t
+    of the position table, (T, C), broadcast over the batch: every sequence gets the same position rows."""
+    ids = np.array(GPT_INPUT_IDS)  # (B, T)
+    tokens = TOKEN_TABLE[ids]  # (B, T, C)
+    positions = POSITION_TABLE[: ids.shape[1]]  # (T, C)
+    x = tokens + positions  # (B, T, C) + (T, C) -> (B, T, C)
+    B, T = ids.shape
+    fig, ax = canvas(11.0, 5.4, (-3.2, 14.3), (-2.4 * B - 2.2, 2.1))
+    titles = (
+        (1.55, f"token vectors\ntoken_embedding(ids): ({B}, {T}, 2)"),
+        (6.75, f"position vectors\nposition_embedding(arange(T)): ({T}, 2)"),
+        (11.95, f"the model's input x\n(B, T, C) = ({B}, {T}, 2)"),
+    )
+    for centre, title in titles:
+        ax.text(centre, 1.5, title, ha="center", va="center", fontsize=9.5, weight="bold", color=INK)
+    for t in range(T):
+        for left in (0.0, 5.2, 10.4):
+            ax.text(left + 1.55 * t, 0.75, f"t = {t}", ha="center", va="center", fontsize=8.5, color="#555555")
+    for b in range(B):
+        y = -0.4 - 2.4 * b
+        ax.text(-3.1, y, f"sequence {b}\nids {ids[b].tolist()}", ha="left", va="center", fontsize=9.5, color=INK)
+        for t in range(T):
+            _vector_box(ax, 1.55 * t, y, tokens[b, t], "embed")
+            ax.text(1.55 * t, y - 0.75, f"row {ids[b, t]}", ha="center", va="center", fontsize=8, color="#555555")
+            _vector_box(ax, 5.2 + 1.55 * t, y, positions[t], "bos", faded=b > 0)
+            ax.text(5.2 + 1.55 * t, y - 0.75, f"row {t}", ha="center", va="center", fontsize=8, color="#555555")
+            _vector_box(ax, 10.4 + 1.55 * t, y, x[b, t], "ffn")
+        ax.text(4.0, y, "+", ha="center", va="center", fontsize=18, color=INK)
+        ax.text(9.2, y, "=", ha="center", va="center", fontsize=18, color=INK)
+    tables = (
+        "token table (V × C = 5 × 2):  "
+        + "   ".join(f"{i}: ({a:+.1f}, {c:+.1f})" for i, (a, c) in enumerate(TOKEN_TABLE)),
+        "position table (3 × 2):  "
+        + "   ".join(f"{i}: ({a:+.1f}, {c:+.1f})" for i, (a, c) in enumerate(POSITION_TABLE)),
+        "The same position rows are added to every sequence of the batch (faded: read again, not copied); the same "
+        "id gets the same\ntoken vector wherever it stands, and the sum differs by position (sequence 1 holds id 2 at "
+        "t = 0 and at t = 1).",
+    )
+    for i, line in enumerate(tables):
+        ax.text(-3.1, -2.4 * B - 0.1 - 0.55 * i, line, ha="left", va="top", fontsize=9, color=INK)
     return fig

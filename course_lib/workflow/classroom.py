@@ -3,9 +3,13 @@
 For each lesson, in the nbgrader course root (`notebooks/` unless `--course` says otherwise):
 1. puts the lesson into the gradebook with `generate_assignment` writing into a temporary folder, so the
    committed student version in `release/` is never replaced or deleted (it only warns when `release/` is stale);
-2. collects submissions: `--exchange` runs `nbgrader collect`; `--from FOLDER` copies `FOLDER/<student>.ipynb`
-   or `FOLDER/<student>/<any name>.ipynb` to `submitted/<student>/<lesson>/<lesson>.ipynb`. A submission already
-   there is never overwritten (the new file is reported and left where it is);
+   with `--deadline`, records it as the lesson's due date;
+2. collects submissions (`submissions.py`): `--from FOLDER` reads `FOLDER/<student>.ipynb`,
+   `FOLDER/<student>/<any name>.ipynb` or nbgrader's `FOLDER/<student>/<lesson>/<lesson>.ipynb`; `--exchange` runs
+   `nbgrader collect --update` into a temporary folder and reads that. A new submission is copied to
+   `submitted/<student>/<lesson>/<lesson>.ipynb` with nbgrader's `timestamp.txt`; one whose content is the one
+   already there is left alone; a changed one is a resubmission: the earlier one, its graded notebook, feedback
+   and gradebook record go to `history/<student>/<lesson>/<received>/`, and the new one is graded;
 3. autogrades every submission without a graded notebook (one that failed before is tried again; all of them
    with `--regrade`) in N worker processes, each an nbgrader process grading its share of the class into the
    one gradebook (SQLite waits for the other writer), with a progress line and an ETA. Each worker imports its
@@ -15,14 +19,16 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
    each worker reports its peak memory. Each worker's kernels get an equal share of the cores as torch's thread
    count (`OMP_NUM_THREADS`, unless it is set already): two kernels that each start one thread per core fight
    over the cores, and a lesson that trains graded about as slowly with 2 workers as with one;
-4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise);
-5. writes feedback (hidden tests left out), `grades.csv` and `class_report.md` (`class_report.py`: one line for
-   each submission that could not be graded or has something to look at).
+4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise),
+   says on the console what each resubmission got ("alice: resubmitted, regraded 6/9 → 9/9") and adds it to
+   `history/history.csv`;
+5. writes feedback (hidden tests left out), `class_grades.csv` and `class_report.md` (`class_report.py`: one line
+   for each submission that could not be graded or has something to look at: flagged, late, an answer that looks
+   copied from the course's code at `--copy-threshold` or above, ...).
 """
 
 from __future__ import annotations
 
-import filecmp
 import os
 import re
 import shutil
@@ -32,17 +38,20 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from nbgrader.api import Gradebook
 
 from course_lib import manifest
 from course_lib.grading.kit.confine import parse_size
-from course_lib.workflow.class_report import write_grades, write_report
+from course_lib.workflow import submissions
+from course_lib.workflow.class_report import GRADES_FILE, REPORT_FILE, write_grades, write_report
 from course_lib.workflow.course import REPO_ROOT, CourseError, course_root, run_nbgrader, stale_files
+from course_lib.workflow.similarity import DEFAULT_THRESHOLD
 from course_lib.workflow.startup import PEAK_MEMORY
 
-__all__ = ["ClassResult", "add_to_gradebook", "autograde_parallel", "collect_folder", "grade_class"]
+__all__ = ["ClassResult", "add_to_gradebook", "autograde_parallel", "collect_exchange", "collect_folder", "grade_class"]
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 _STAMPED = re.compile(r"^(\d+\.\d+) (\w+) (.*)$")
@@ -58,6 +67,8 @@ class ClassResult:
     seconds: float = 0.0
     each: dict[str, float] = field(default_factory=dict)  # student -> seconds nbgrader spent on the submission
     peak_mib: int = 0  # the largest peak resident memory of the nbgrader worker processes
+    collected: submissions.Collected = field(default_factory=submissions.Collected)
+    resubmitted: list[str] = field(default_factory=list)  # "alice: resubmitted, regraded 6/9 → 9/9"
 
 
 def _db_url(course: Path) -> str:
@@ -91,36 +102,28 @@ def add_to_gradebook(course: Path, lesson: str) -> list[str]:
     return notes
 
 
-def collect_folder(course: Path, lesson: str, folder: Path) -> tuple[list[str], list[str]]:
-    """Copy `folder`'s submissions of `lesson` into `submitted/`; returns (students copied, notes)."""
-    if not folder.is_dir():
-        raise CourseError(f"no folder {folder}")
-    found: dict[str, Path] = {}
-    notes = []
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and path.suffix == ".ipynb":
-            found[path.stem] = path
-        elif path.is_dir():
-            notebooks = sorted(path.glob("*.ipynb"))
-            named = [p for p in notebooks if p.stem == lesson]
-            if len(named) == 1 or len(notebooks) == 1:
-                found[path.name] = (named or notebooks)[0]
-            elif notebooks:
-                notes.append(f"{path.name}: {len(notebooks)} notebooks, none named {lesson}.ipynb; not collected")
-    copied = []
-    for student, path in found.items():
-        if not STUDENT_ID.match(student):
-            notes.append(f"{path.name}: {student!r} is not a usable student id (letters, digits, . _ - @); skipped")
-            continue
-        target = course / "submitted" / student / lesson / f"{lesson}.ipynb"
-        if target.exists():
-            if not filecmp.cmp(path, target, shallow=False):
-                notes.append(f"{student}: a different submission is already in submitted/ and was kept; {path} unused")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-        copied.append(student)
-    return copied, notes
+def collect_folder(course: Path, lesson: str, folder: Path) -> submissions.Collected:
+    """Collect `folder`'s submissions of `lesson` into `submitted/` (new, unchanged, resubmitted: see
+    `submissions.collect`); the inbox itself is never changed."""
+    try:
+        incoming, notes = submissions.find_incoming(folder, lesson, STUDENT_ID)
+    except FileNotFoundError as exc:
+        raise CourseError(str(exc)) from None
+    collected = submissions.collect(course, lesson, incoming)
+    collected.notes = notes + collected.notes
+    return collected
+
+
+def collect_exchange(course: Path, lesson: str) -> submissions.Collected:
+    """`nbgrader collect --update` into a temporary folder, then collected from there as from a folder: the
+    exchange's newest submission of each student, with nbgrader's timestamp."""
+    with tempfile.TemporaryDirectory(prefix="exchange-") as tmp:
+        result = run_nbgrader(["collect", lesson, "--update", f"--CourseDirectory.submitted_directory={tmp}"], course)
+        if result.returncode:
+            collected = submissions.Collected()
+            collected.notes.append(f"nbgrader collect {lesson} failed: {_tail(result.stderr, 3)}")
+            return collected
+        return collect_folder(course, lesson, Path(tmp))
 
 
 def name_students(course: Path) -> None:
@@ -288,9 +291,13 @@ def grade_class(
     regrade: bool = False,
     memory: str | None = None,
     contain_writes: bool = True,
+    deadline: datetime | None = None,
+    copy_threshold: float | None = DEFAULT_THRESHOLD,
 ) -> list[ClassResult]:
     """Steps 1–5 of the module docstring for each lesson; returns what happened to each. `memory` and
-    `contain_writes` override `GradingLimits` in nbgrader_config.py (see course_lib/workflow/kernels.py)."""
+    `contain_writes` override `GradingLimits` in nbgrader_config.py (see course_lib/workflow/kernels.py);
+    `deadline` (aware) becomes each lesson's due date; `copy_threshold`: see `similarity.py` (None: answers are not
+    compared)."""
     course = (course or course_root()).resolve()
     limits = _limit_options(memory, contain_writes)
     results = []
@@ -300,23 +307,38 @@ def grade_class(
         except KeyError:
             raise CourseError(f"{lesson!r} is not a lesson of this course") from None
         notes = add_to_gradebook(course, lesson)
-        if exchange:
-            collected = run_nbgrader(["collect", lesson], course)
-            if collected.returncode:
-                notes.append(f"nbgrader collect {lesson} failed: {_tail(collected.stderr, 3)}")
+        if deadline is not None:
+            submissions.set_deadline(course, lesson, deadline)
+        sources = [collect_exchange(course, lesson)] if exchange else []
         if folder is not None:
-            copied, more = collect_folder(course, lesson, folder)
-            notes += more
-            print(f"{lesson}: collected {len(copied)} submission(s) from {folder}", file=sys.stderr)
+            sources.append(collect_folder(course, lesson, folder))
+        collected = submissions.Collected.merged(sources)
+        if sources:
+            print(f"{lesson}: {_collected(collected)}", file=sys.stderr)
+        notes += collected.notes
         students = students_to_grade(course, lesson, regrade)
         result = autograde_parallel(course, lesson, students, max(1, workers), timeout, limits) if students else None
         result = result or ClassResult(lesson)
         result.notes = notes + result.notes
+        result.collected = collected
         name_students(course)
+        result.resubmitted = submissions.record_history(course, lesson, collected.resubmitted)
+        for line in result.resubmitted:
+            print(line, file=sys.stderr)
         feedback = run_nbgrader(["generate_feedback", lesson, "--force"], course)
         if feedback.returncode:
             result.notes.append(f"generate_feedback failed: {_tail(feedback.stderr, 3)}")
         results.append(result)
-    write_grades(course, course / "grades.csv")
-    write_report(course, results, course / "class_report.md")
+    write_grades(course, course / GRADES_FILE, copy_threshold)
+    write_report(course, results, course / REPORT_FILE, copy_threshold)
     return results
+
+
+def _collected(collected: submissions.Collected) -> str:
+    """`collected 2 new, 1 resubmitted (alice), 3 unchanged (not graded again)`."""
+    parts = [f"{len(collected.new)} new"]
+    if collected.resubmitted:
+        parts.append(f"{len(collected.resubmitted)} resubmitted ({', '.join(sorted(collected.resubmitted))})")
+    if collected.unchanged:
+        parts.append(f"{len(collected.unchanged)} unchanged (not graded again)")
+    return "collected " + ", ".join(parts)

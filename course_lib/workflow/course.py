@@ -19,8 +19,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -30,13 +31,17 @@ from course_lib import manifest
 from course_lib.workflow.images import MissingImageError, inline_images_in_file
 
 __all__ = [
+    "VISIBLE_ONLY",
     "CourseError",
     "course_root",
+    "has_instructor_source",
     "lesson_ids",
+    "lesson_notebook",
     "release",
     "render_release",
     "repo_url",
     "stale_files",
+    "visible_only_source",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +65,7 @@ if "google.colab" in sys.modules:
         pip = [sys.executable, "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "-e", "/content/course"], check=True)
     sys.path.insert(0, "/content/course")
-
+{colab_packages}
 from course_lib.lesson import start_lesson
 
 start_lesson("{lesson}", data={data!r})"""
@@ -75,14 +80,77 @@ def course_root() -> Path:
 
 
 def lesson_ids(root: Path | None = None) -> list[str]:
-    source = (root or course_root()) / "source"
-    return sorted(p.name for p in source.iterdir() if (p / f"{p.name}.ipynb").is_file())
+    """The lessons of the course: its instructor sources, or its student versions where there are none (a
+    students' hand-out, `handout.py`)."""
+    root = root or course_root()
+    folder = root / "source" if (root / "source").is_dir() else root / "release"
+    return sorted(p.name for p in folder.iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def has_instructor_source(lesson: str, root: Path | None = None) -> bool:
+    """Whether the instructor source of `lesson` (solutions, hidden tests) is here: not in a students' hand-out."""
+    return ((root or course_root()) / "source" / lesson / f"{lesson}.ipynb").is_file()
+
+
+def lesson_notebook(lesson: str, root: Path | None = None) -> Path:
+    """The instructor source of `lesson` where it is here, else its student version."""
+    root = root or course_root()
+    kind = "source" if has_instructor_source(lesson, root) else "release"
+    return root / kind / lesson / f"{lesson}.ipynb"
+
+
+VISIBLE_ONLY = (
+    "visible checks only: this copy of the course has no hidden tests (they stay with your instructor), so your "
+    "instructor's grade includes checks that were not run here"
+)
+
+
+def visible_only_source(released):
+    """An nbgrader source made from a student version, for grading without the instructor's source: each hidden
+    test cell repeats its exercise's visible checks for no points, so the score is the visible checks' score. (Its
+    hidden region holds them: the student version nbgrader makes from it is the one released, and a submitted
+    hidden test cell, as released, is not taken for an edited one.)"""
+    nb = nbformat.reads(nbformat.writes(released), as_version=4)  # a copy
+    visible = {grade_id(c): c.source for c in nb.cells if grade_id(c)}
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if not meta:
+            continue
+        for key in ("checksum", "cell_type"):  # written by generate_assignment; a source has neither
+            meta.pop(key, None)
+        name = meta.get("grade_id", "")
+        if meta.get("grade") and name.endswith("_hidden") and name.removesuffix("_hidden") in visible:
+            checks = [line for line in visible[name.removesuffix("_hidden")].splitlines() if not line.startswith("#")]
+            cell.source = cell.source.rstrip() + "\n### BEGIN HIDDEN TESTS\n" + "\n".join(checks).strip()
+            cell.source += "\n### END HIDDEN TESTS"
+            meta["points"] = 0
+    return nb
 
 
 def repo_url() -> str:
     """The repository's public URL: written once, in pyproject.toml [project.urls] Repository."""
     with open(REPO_ROOT / "pyproject.toml", "rb") as f:
         return tomllib.load(f)["project"]["urls"]["Repository"]
+
+
+COLAB_PACKAGES = """
+    import importlib
+    import importlib.util
+
+    missing = [name for name in {packages!r} if importlib.util.find_spec(name) is None]
+    if missing:  # packages this lesson uses that Colab may lack
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+        importlib.invalidate_caches()
+"""
+
+
+def _colab_packages(lesson: str) -> str:
+    """The set-up cell's lines that install the lesson's extra packages on Colab (none for most lessons)."""
+    try:
+        packages = list(manifest.lesson(lesson).colab_packages)
+    except KeyError:
+        return ""
+    return COLAB_PACKAGES.format(packages=packages) if packages else ""
 
 
 def _lesson_data(lesson: str) -> list[str]:
@@ -109,7 +177,9 @@ def grade_id(cell) -> str | None:
 def render_source(nb, lesson: str, url: str):
     """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
     badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
-    setup = nbformat.v4.new_code_cell(SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson)))
+    setup = nbformat.v4.new_code_cell(
+        SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson), colab_packages=_colab_packages(lesson))
+    )
     setup.metadata["nbgrader"] = {
         "grade": False,
         "grade_id": SETUP_ID,
@@ -164,7 +234,8 @@ def run_nbgrader(
 
 @contextmanager
 def generated_course(lesson: str, root: Path | None = None) -> Iterator[Path]:
-    """A throw-away nbgrader course holding one lesson's source, with its student version generated.
+    """A throw-away nbgrader course holding one lesson's source, with its student version generated. Without the
+    instructor source (a students' hand-out), the source is made from the student version (`visible_only_source`).
 
     Yields the temporary course root (its `release/<lesson>/` is filled in); the folder is removed afterwards.
     Releasing and self-grading both start here, so the committed course folder is never written by a run.
@@ -173,11 +244,20 @@ def generated_course(lesson: str, root: Path | None = None) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="course-"))
     try:
         shutil.copy(root / "nbgrader_config.py", tmp / "nbgrader_config.py")
-        shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
-        try:  # diagrams from images/ go into the student version as data: URIs (Colab shows no relative paths)
-            inline_images_in_file(tmp / "source" / lesson / f"{lesson}.ipynb", root / "source" / lesson)
-        except MissingImageError as exc:
-            raise CourseError(str(exc)) from None
+        if has_instructor_source(lesson, root):
+            shutil.copytree(root / "source" / lesson, tmp / "source" / lesson)
+            try:  # diagrams from images/ go into the student version as data: URIs (Colab shows no relative paths)
+                inline_images_in_file(tmp / "source" / lesson / f"{lesson}.ipynb", root / "source" / lesson)
+            except MissingImageError as exc:
+                raise CourseError(str(exc)) from None
+        else:  # a students' hand-out: the student version, graded on its visible checks (`visible_only_source`)
+            released = root / "release" / lesson / f"{lesson}.ipynb"
+            if not released.is_file():
+                raise CourseError(f"no lesson {lesson!r} here (neither {root / 'source'} nor {root / 'release'})")
+            (tmp / "source" / lesson).mkdir(parents=True)
+            nbformat.write(
+                visible_only_source(nbformat.read(released, as_version=4)), tmp / "source" / lesson / released.name
+            )
         result = run_nbgrader(["generate_assignment", lesson, "--force"], tmp)
         if result.returncode != 0:
             raise CourseError(f"nbgrader generate_assignment failed for {lesson}:\n{result.stdout}{result.stderr}")
@@ -193,25 +273,35 @@ def render_release(lesson: str, root: Path | None = None) -> dict[str, str]:
         return {p.name: p.read_text(encoding="utf-8") for p in sorted(out.iterdir()) if p.is_file()}
 
 
-def release(lessons: list[str] | None = None, root: Path | None = None) -> list[Path]:
-    """Refresh instructor sources (badge, set-up cell, no outputs) and regenerate their student versions."""
+def release(
+    lessons: list[str] | None = None, root: Path | None = None, progress: Callable[[str], None] | None = None
+) -> list[Path]:
+    """Refresh instructor sources (badge, set-up cell, no outputs) and regenerate their student versions;
+    `progress` is told about each lesson as it is done (`make release` prints it: nbgrader takes seconds a lesson)."""
     root = root or course_root()
     url = repo_url()
     written = []
-    for lesson in lessons or lesson_ids(root):
+    lessons = lessons or lesson_ids(root)
+    for number, lesson in enumerate(lessons, 1):
+        started = time.monotonic()
         path = root / "source" / lesson / f"{lesson}.ipynb"
         if not path.is_file():
             raise CourseError(f"no instructor source at {path}; known lessons: {', '.join(lesson_ids(root))}")
+        now = []
         nb = render_source(nbformat.read(path, as_version=4), lesson, url)
         if _write_if_changed(nb, path):
-            written.append(path)
+            now.append(path)
         target = root / "release" / lesson
         target.mkdir(parents=True, exist_ok=True)
         for name, text in render_release(lesson, root).items():
             out = target / name
             if not out.exists() or out.read_text(encoding="utf-8") != text:
                 out.write_text(text, encoding="utf-8")
-                written.append(out)
+                now.append(out)
+        if progress is not None:
+            done = "wrote " + ", ".join(str(p.relative_to(root)) for p in now) if now else "up to date"
+            progress(f"[{number}/{len(lessons)}] {lesson}: {done} ({time.monotonic() - started:.0f} s)")
+        written += now
     return written
 
 
@@ -223,6 +313,8 @@ def stale_files(root: Path | None = None, lessons: list[str] | None = None) -> l
     stale = []
     for lesson in lessons or lesson_ids(root):
         path = root / "source" / lesson / f"{lesson}.ipynb"
+        if not path.is_file():
+            raise CourseError(f"no instructor source at {path} (a students' hand-out has none)")
         fresh = nbformat.writes(render_source(nbformat.read(path, as_version=4), lesson, url)) + "\n"
         if fresh != path.read_text(encoding="utf-8"):
             stale.append(str(path.relative_to(root)))

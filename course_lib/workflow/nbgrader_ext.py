@@ -133,6 +133,12 @@ def _same(a: str, b: str) -> bool:
     return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
 
 
+def _unchanged(source: str, submitted: str) -> bool:
+    """A locked cell is unchanged as released, or as the instructor wrote it: the instructor's own source notebook,
+    submitted as it is, has its hidden tests in its test cells."""
+    return _same(strip_hidden_tests(source), submitted) or _same(source, submitted)
+
+
 class RestoreAndFlag(OverwriteCells):
     """OverwriteCells that also restores deleted locked cells and flags any tampering (see module docstring)."""
 
@@ -182,7 +188,7 @@ class RestoreAndFlag(OverwriteCells):
             if cell.name not in submitted:
                 problems.append(f"locked cell `{cell.name}` was deleted")
                 self._insert(nb, cell, [c.name for c in source_cells])
-            elif not _same(strip_hidden_tests(cell.source), submitted[cell.name].source):
+            elif not _unchanged(cell.source, submitted[cell.name].source):
                 problems.append(f"locked cell `{cell.name}` was edited")
 
         nb, resources = super().preprocess(nb, resources)  # puts back the original text of locked cells

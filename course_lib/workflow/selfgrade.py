@@ -17,7 +17,17 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_lib.workflow.course import LEARNER, CourseError, course_root, generated_course, grade_id, run_nbgrader
+from course_lib.workflow.course import (
+    LEARNER,
+    VISIBLE_ONLY,
+    CourseError,
+    course_root,
+    generated_course,
+    grade_id,
+    has_instructor_source,
+    lesson_notebook,
+    run_nbgrader,
+)
 from course_lib.workflow.course import lesson_ids as _lesson_ids
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 
@@ -94,7 +104,7 @@ def identify_lesson(nb, path: Path, lesson: str | None, root: Path) -> str:
     ids = {grade_id(c) for c in nb.cells} - {None}
     matches = {}
     for candidate in known:
-        source = nbformat.read(root / "source" / candidate / f"{candidate}.ipynb", as_version=4)
+        source = nbformat.read(lesson_notebook(candidate, root), as_version=4)
         source_ids = {grade_id(c) for c in source.cells if c.get("metadata", {}).get("nbgrader", {}).get("grade")}
         source_ids |= set(_exercise_names(source))
         matches[candidate] = len(ids & source_ids)
@@ -146,7 +156,10 @@ def grade_notebook(
         if not graded_path.is_file():
             raise CourseError(f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
         graded = nbformat.read(graded_path, as_version=4)
-        return _report(lesson, graded, tmp, time.perf_counter() - started)
+        report = _report(lesson, graded, tmp, time.perf_counter() - started)
+    if not has_instructor_source(lesson, root):  # a students' hand-out: graded on the visible checks only
+        report.flags.insert(0, VISIBLE_ONLY)
+    return report
 
 
 def _report(lesson: str, graded, tmp: Path, seconds: float) -> GradeReport:

@@ -1,4 +1,4 @@
-"""Measure how long each lesson takes to execute and to autograde (medians; for the README and issue notes).
+"""Measure how long each lesson takes to execute and to autograde (medians; docs/MEASUREMENTS.md).
 
     .venv/bin/python -m tests.benchmarks.time_lessons [--repeats 3] [--save DIR] [LESSON ...]
 

@@ -75,7 +75,7 @@ def tok_round_trip_sentence(nb):
     written = re.search(r"^sentence = '(.*)'$", code_cell(nb, SENTENCE).source, re.M)
     require(written, f"no line `sentence = '...'` in the source of the cell containing {SENTENCE!r}")
     sentence = written.group(1)
-    decoded = output(nb, SENTENCE).strip().splitlines()[-1]
+    *_, decoded, verdict = output(nb, SENTENCE).strip().splitlines()
     require("<|unk|>" not in decoded, f"a word was lost: {decoded}")
     require("".join(decoded.split()) == "".join(sentence.split()), f"not the same words:\n{decoded}\n{sentence}")
     # The lesson says the only difference is the space after the opening quotation mark.
@@ -83,6 +83,7 @@ def tok_round_trip_sentence(nb):
         decoded.startswith('" The') and decoded.replace('" The', '"The', 1) == sentence,
         f"the text says the sentence comes back as '\" The last ...', differing only there; it came back as\n{decoded}",
     )
+    require(verdict == "the same text: False", f"the answer to the question is 'No', but the cell shows {verdict!r}")
 
 
 def tok_unknown_words(nb):
@@ -95,12 +96,16 @@ def tok_accents_two_bytes(nb):
     text = output(nb, ACCENTS)
     chars = literal(text, r"characters: (\[.*\])$", "the characters")
     n_bytes = number(text, r"^(\d+) bytes", "the byte count")
+    encoded = literal(text, r"bytes:\s+(\[.*\])$", "the bytes")
     accented = sum(1 for c in chars if ord(c) > 127)
     require(
         accented == 2 and n_bytes == len(chars) + accented,
         f"{len(chars)} characters, {accented} of them accented, gave {n_bytes:.0f} bytes: not one extra byte per "
         "accented letter",
     )
+    require(len(chars) == 10 and n_bytes == len(encoded) == 12, f"the text says 10 characters and 12 bytes:\n{text}")
+    pairs = [encoded[i : i + 2] for i in range(len(encoded) - 1) if encoded[i] == 195]
+    require(pairs == [[195, 175], [195, 169]], f"the text says ï is 195, 175 and é is 195, 169: {encoded}")
 
 
 def tok_first_and_longest_merges(nb):
@@ -130,6 +135,9 @@ def tok_round_trips_any_text(nb):
         japanese and japanese.group(1) == japanese.group(2),
         f"the Japanese and emoji are not one token per byte:\n{text}",
     )
+    require(japanese.group(2) == "17", f"the text says 17 tokens (4 × 3 bytes, a space, 4 for the emoji):\n{text}")
+    story = re.search(r"^'The Verdict': (\d+) bytes -> (\d+) tokens", text, re.M)
+    require(story and int(story.group(2)) < int(story.group(1)), f"the story's own words do not shrink:\n{text}")
     require(re.search(r"-> '\ufffd' \(half a character\)", text), f"half a character is not shown as U+FFFD:\n{text}")
 
 
@@ -222,9 +230,13 @@ CLAIMS = [
         [Break(EXACT, VOCAB, r"(?<='<\|unk\|>', )\d+", "2"), Break(MEMBERS, VOCAB, r"<\|endoftext\|>", "end")],
     ),
     Claim(
-        "Encoding and decoding gives back every word ... comes back as '\" The last ...'",
+        "No. Every word comes back, but not the exact text ... comes back as '\" The last ...'",
         tok_round_trip_sentence,
-        [Break(EXACT, SENTENCE, r'^" The', '"The'), Break(EXACT, SENTENCE, r"painted", "<|unk|>")],
+        [
+            Break(EXACT, SENTENCE, r'^" The', '"The'),
+            Break(EXACT, SENTENCE, r"painted", "<|unk|>"),
+            Break(SHOWN, SENTENCE, r"(?<=the same text: )False", "True"),
+        ],
     ),
     Claim(
         "words the story never uses come back as <|unk|>",
@@ -232,9 +244,9 @@ CLAIMS = [
         [Break(EXACT, DOCUMENTS, r"(?<=some )<\|unk\|>", "coffee")],
     ),
     Claim(
-        "accented letters take two bytes",
+        "12. The plain letters and the space take one byte each ... ï is 195, 175 and é is 195, 169",
         tok_accents_two_bytes,
-        [Break(EXACT, ACCENTS, r"^\d+(?= bytes)", "11")],
+        [Break(EXACT, ACCENTS, r"^\d+(?= bytes)", "11"), Break(EXACT, ACCENTS, r"195, 175", "195, 176")],
     ),
     Claim(
         "The first merges attach spaces to common letters ('e ', ' t'); some longest tokens span several words "
@@ -249,11 +261,13 @@ CLAIMS = [
     ),
     Claim(
         "Encoding then decoding gives back the original text, for any text; Japanese and emoji stay one token per "
-        "byte; half a character shows the replacement character",
+        "byte, 17 tokens; the story's own words shrink; half a character shows the replacement character",
         tok_round_trips_any_text,
         [
             Break(SHOWN, ANY_TEXT, r"(?<=round trip ok: )True(?=\n'na)", "False"),
             Break(EXACT, ANY_TEXT, r"(🙂': \d+ bytes -> )\d+", r"\g<1>9"),
+            Break(EXACT, ANY_TEXT, r"(🙂': )\d+ bytes -> \d+", r"\g<1>18 bytes -> 18"),
+            Break(ORDER, ANY_TEXT, r"(Verdict': (\d+) bytes -> )\d+", r"\g<1>\g<2>"),
             Break(SHOWN, ANY_TEXT, "\ufffd", "?"),
         ],
     ),

@@ -12,7 +12,8 @@ SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
 DISTANCES = "torch.cdist(one_hot, one_hot)"
 LOOKUP = "vectors = embedding(ids)"
 PRODUCT = "linear.weight.copy_(embedding.weight.T)"
-GRADIENT = "embedding(ids).sum().backward()"
+GRADIENT = "embedding.zero_grad()"
+DECAY = "for weight_decay in (0.0, 0.1):"
 TIMING = "lookup_s = time.perf_counter() - start"
 CORPUS = "ref.tiny_shakespeare_sentences("
 TRAINING = "ref.train_word2vec(sentences"
@@ -58,9 +59,10 @@ def emb_gradient_counts(nb):
 
 def emb_timing_table(nb):
     text = output(nb, TIMING)
-    lookup = number(text, rf"^lookup:\s+{FLOAT} ms", "lookup time")
-    product = number(text, rf"^product:\s+{FLOAT} ms", "product time")
-    require(lookup > 0 and product > 0, f"timings not printed:\n{text}")
+    # Both timings are printed (`number` fails when one is missing); their values are not asserted, not even that
+    # they are above zero: a lookup that takes under 5 microseconds prints as 0.00 ms.
+    number(text, rf"^lookup:\s+{FLOAT} ms", "lookup time")
+    number(text, rf"^product:\s+{FLOAT} ms", "product time")
     require(number(text, r"one-hot matrix of (\d+) MB", "size of the one-hot matrix") == 26, f"not 26 MB:\n{text}")
     require("same result: True" in text, f"lookup and product differ:\n{text}")
 
@@ -95,6 +97,37 @@ def emb_love_hate(nb):
     require(love >= 0.5, f"love ~ hate is {love}, not close")
     for pair in [("king", "night"), ("the", "king")]:
         require(love > sims[pair], f"love ~ hate ({love}) is not above the unrelated pair {pair} ({sims[pair]})")
+
+
+def emb_similarity_ranking(nb):
+    text = output(nb, SIMILARITIES)
+    sims = {(a, b): float(s) for a, b, s in rows(text, rf"^\s*(\w+) ~ (\w+)\s+{FLOAT}$", "similarities", 7)}
+    best, worst = max(sims, key=sims.get), sorted(sims, key=sims.get)[:2]
+    require(best == ("father", "brother"), f"the text says father ~ brother comes out most similar: {sims}")
+    require(
+        sorted(worst) == [("king", "night"), ("the", "king")] and all(sims[p] < 0.25 for p in worst),
+        f"the text says king ~ night and the ~ king are the least similar, below 0.25: {sims}",
+    )
+    require(sims[("love", "hate")] > sims[("king", "queen")], f"love ~ hate is not closer than king ~ queen: {sims}")
+
+
+def emb_weight_decay(nb):
+    text = output(nb, DECAY)
+    found = {
+        float(decay): (literal(ratio, r"(\[.*\])", "ratio"), literal(moved, r"(\[.*\])", "move"))
+        for decay, ratio, moved in rows(
+            text, r"^weight_decay=([\d.]+): row 3 after / before (\[.*?\]); row 5 moved by (\[.*?\])$", "steps", 2
+        )
+    }
+    require(set(found) == {0.0, 0.1}, f"expected one line for weight_decay 0.0 and one for 0.1:\n{text}")
+    plain, decayed = found[0.0], found[0.1]
+    require(all(close(r, 1.0, 1e-4) for r in plain[0]), f"without weight decay row 3 should not move: {plain[0]}")
+    require(all(close(r, 0.95, 1e-4) for r in decayed[0]), f"with λ = 0.1, row 3 should shrink to 0.95: {decayed[0]}")
+    require(all(close(m, -1.5, 1e-4) for m in plain[1]), f"row 5 should move by −lr · 3 = −1.5: {plain[1]}")
+    require(
+        all(not close(m, -1.5, 1e-3) and close(m, -1.5, 0.2) for m in decayed[1]),
+        f"with λ = 0.1 row 5 should move by −1.5 plus a small decay: {decayed[1]}",
+    )
 
 
 def _neighbours(nb) -> dict[str, tuple[list[str], str]]:
@@ -208,7 +241,6 @@ CLAIMS = [
         [
             Break(EXACT, TIMING, r"\d+(?= MB)", "52"),
             Break(SHOWN, TIMING, r"(?<=same result: )True", "False"),
-            Break(SHOWN, TIMING, r"(?<=^lookup:)(\s+)[\d.]+", r"\g<1>0.00"),
         ],
     ),
     Claim(
@@ -228,6 +260,26 @@ CLAIMS = [
         "the lengths of word vectors differ a lot",
         emb_lengths_differ,
         [Break(MARGIN, LENGTHS, r"(?<=length )[\d.]+", "2.00")],
+    ),
+    Claim(
+        "Father ~ brother comes out most similar, king ~ night and the ~ king least (below 0.25); love and hate are "
+        "closer than king and queen",
+        emb_similarity_ranking,
+        [
+            Break(ORDER, SIMILARITIES, r"(father ~ brother\s+)[\d.]+", r"\g<1>0.600"),
+            Break(MARGIN, SIMILARITIES, r"(king ~ night\s+)[\d.]+", r"\g<1>0.300"),
+            Break(ORDER, SIMILARITIES, r"(king ~ queen\s+)[\d.]+", r"\g<1>0.800"),
+        ],
+    ),
+    Claim(
+        "Without weight decay row 3 stays where it was (factor 1); with it, row 3 shrinks to 0.95 ... Row 5 moves by "
+        "−lr · 3 = −1.5, plus its own small decay",
+        emb_weight_decay,
+        [
+            Break(MARGIN, DECAY, r"(?<=weight_decay=0.1: row 3 after / before \[)0\.95", "0.9"),
+            Break(MARGIN, DECAY, r"(?<=weight_decay=0.0: row 3 after / before \[)1\.0", "0.95"),
+            Break(MARGIN, DECAY, r"(?<=weight_decay=0.0: )(.*moved by \[)-1\.5", r"\g<1>-1.0"),
+        ],
     ),
     Claim(
         "Love and hate are close",

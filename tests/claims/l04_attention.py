@@ -43,6 +43,8 @@ UNTRAINED_MODULE = "self_attention = ref.SelfAttention(d_in=3, d_out=2)"
 BATCH = "largest change of the first sequence's output"
 TOY_UNTRAINED = "_, untrained = model(probe"
 TRAINING = "losses = toys.train_toy(model"
+ONE_STEP = "optimizer_class(fresh.parameters(), lr=0.01)"
+SGD = "sgd_model = toys.build_toy("
 TRAINED = "_, trained = model(probe"
 QK_OV = "position_scores = layer.W_query(P)"
 TIED = "tied_scores = shared @ shared"
@@ -244,6 +246,48 @@ def att_training(nb):
     require(accuracy >= 0.99, f"the trained model should reverse new sequences: accuracy {accuracy}")
 
 
+def _one_step(nb) -> dict[str, tuple[float, ...]]:
+    found = rows(
+        output(nb, ONE_STEP),
+        rf"^(SGD|Adam)\s*: {FLOAT} weights, \|gradient\| from {FLOAT} to {FLOAT}; "
+        rf"each weight moved by {FLOAT} to {FLOAT}$",
+        "one step of each optimizer",
+        2,
+    )
+    return {name: tuple(float(v.replace(",", "")) for v in values) for name, *values in found}
+
+
+def att_adam_first_step(nb):
+    steps = _one_step(nb)
+    n, low, high, sgd_min, sgd_max = steps["SGD"]
+    require(n == 1160, f"the text says 1,160 weights: {n}")
+    require(high / low >= 1e4, f"the text says the gradients range over four orders of magnitude: {low} to {high}")
+    require(
+        close(sgd_min, 0.01 * low, 0.3 * 0.01 * low) and close(sgd_max, 0.01 * high, 0.02 * 0.01 * high),
+        f"SGD should move each weight by lr × |gradient|: {sgd_min} to {sgd_max} for gradients {low} to {high}",
+    )
+    require(sgd_min < 1e-7 and 5e-4 < sgd_max < 1e-3, f"the text says about 4·10⁻⁸ to 7·10⁻⁴: {sgd_min}, {sgd_max}")
+    *_, adam_min, adam_max = steps["Adam"]
+    require(
+        0.01 * 0.997 <= adam_min <= adam_max <= 0.01 * 1.003,
+        f"Adam should move every weight by lr = 0.01 to within 0.3 %: {adam_min} to {adam_max}",
+    )
+
+
+def att_sgd_comparison(nb):
+    text = output(nb, SGD)
+    found = {
+        (name, float(lr)): (float(loss), float(acc))
+        for name, lr, loss, acc in rows(
+            text, rf"^(SGD|Adam),\s+lr = {FLOAT}\s*: loss of the last step {FLOAT}; accuracy {FLOAT}$", "runs", 3
+        )
+    }
+    slow, fast, adam = found[("SGD", 0.01)], found[("SGD", 1.0)], found[("Adam", 0.01)]
+    require(close(slow[0], 2.079, 0.15), f"at lr 0.01 SGD's loss should still be close to ln 8 = 2.079: {slow[0]}")
+    require(fast[0] < 0.01 and fast[1] >= 0.99, f"at lr 1.0 SGD should learn the task too: {fast}")
+    require(adam[0] < 0.01 and adam[1] >= 0.99, f"Adam at lr 0.01 learned the task: {adam}")
+
+
 def att_trained_mirror(nb):
     share = number(output(nb, TRAINED), rf"weight on the mirrored position: {FLOAT}", "mirror")
     require(share > 0.95, f"row t should put almost all its weight on 7 - t: {share}")
@@ -443,6 +487,26 @@ CLAIMS = [
             Break(MARGIN, TRAINING, r"(?<=loss of the first step: )\S+", "3.500"),
             Break(MARGIN, TRAINING, r"(?<=loss of the last step: )\S+", "0.5000"),
             Break(MARGIN, TRAINING, r"(?<=new sequences: )\S+", "0.800"),
+        ],
+    ),
+    Claim(
+        "SGD moves each weight by lr × |gradient|, from about 4·10⁻⁸ to 7·10⁻⁴; Adam moves every one of the 1,160 "
+        "weights by 0.01 = lr (to within 0.3 %); the gradients range over four orders of magnitude",
+        att_adam_first_step,
+        [
+            Break(MARGIN, ONE_STEP, r"(?<=Adam: 1,160 weights, \|gradient\| from )(.*moved by )\S+", r"\g<1>4.47e-08"),
+            Break(MARGIN, ONE_STEP, r"(?<=moved by )(4\.\d+e-08 to )7\.32e-04", r"\g<1>1.00e-02"),
+            Break(EXACT, ONE_STEP, r"^SGD : 1,160", "SGD : 1,161"),
+        ],
+    ),
+    Claim(
+        "At Adam's learning rate SGD has hardly started (loss close to ln 8); 100 times larger it learns the task too",
+        att_sgd_comparison,
+        [
+            Break(MARGIN, SGD, r"(?<=lr = 0\.01: loss of the last step )\S+", "0.5000;"),
+            Break(
+                MARGIN, SGD, r"(?<=lr = 1\.0 : loss of the last step )(\S+; accuracy )\S+", r"0.0013; accuracy 0.800"
+            ),
         ],
     ),
     Claim(

@@ -13,6 +13,7 @@ BARE = "bare = tiny.view(1, H, 2, D)"
 BATCHED = "BatchedMultiHeadAttention.from_wrapper"
 FUSED = "fused = ref.MultiHeadAttention.from_batched"
 SDPA = "use_sdpa=True"
+KERNELS = "with sdpa_kernel(SDPBackend.FLASH_ATTENTION)"
 TORCH_MHA = "theirs = ref.to_torch_mha(ours)"
 PARAMETERS = '"nn.MultiheadAttention": ref.count_parameters'
 PER_LAYER = "per_layer = ref.multihead_parameter_count(768)"
@@ -48,6 +49,14 @@ def mha_versions_agree(nb):
     _small(nb, FUSED, rf"from the wrapper: {FLOAT}", "fused vs wrapper")
     _small(nb, SDPA, rf"from the wrapper: {FLOAT}", "SDPA vs wrapper")
     _small(nb, SDPA, rf"PyTorch's kernel: {FLOAT}", "lesson 04 vs kernel")
+
+
+def mha_fused_kernel_and_dropout(nb):
+    text = output(nb, KERNELS)
+    require("causal: the fused kernel ran" in text, f"the causal call should run in the fused kernel:\n{text}")
+    refused = re.search(r"^causal, dropout 0\.1: no fused kernel accepts it \((.*)\)$", text, re.M)
+    require(refused, f"the call with dropout should find no fused kernel (so it runs the math path):\n{text}")
+    require("dropout" in refused.group(1), f"PyTorch's reason should name the dropout: {refused.group(1)!r}")
 
 
 def mha_torch_module(nb):
@@ -125,6 +134,16 @@ def mha_one_head(nb):
 
 
 CLAIMS = [
+    Claim(
+        "Allowed only the fused kernel, the causal call runs ... No: the fused kernel does not implement dropout, so "
+        "with dropout_p > 0 it runs the math path",
+        mha_fused_kernel_and_dropout,
+        [
+            Break(SHOWN, KERNELS, r"^causal: the fused kernel ran", "causal: no fused kernel accepts it (none)"),
+            Break(SHOWN, KERNELS, r"(?<=dropout 0\.1: )no fused kernel accepts it \(.*\)", "the fused kernel ran"),
+            Break(SHOWN, KERNELS, r"non-zero dropout", "this input"),
+        ],
+    ),
     Claim(
         "H heads, each a CausalSelfAttention with head size D = d_out / H; weights (B, H, T, T)",
         mha_wrapper,

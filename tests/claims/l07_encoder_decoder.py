@@ -147,20 +147,20 @@ def ed_bug(nb):
         name: (float(forced), float(past), float(em))
         for name, forced, past, em in rows(
             text,
-            rf"^(correct|walk-through) decoder: token accuracy with teacher forcing {FLOAT}, from the past only "
+            rf"^(correct|swapped) decoder: token accuracy with teacher forcing {FLOAT}, from the past only "
             rf"{FLOAT}; exact match from the past only {FLOAT}$",
             "accuracies",
             2,
         )
     }
-    forced, past, em = found["walk-through"]
-    require(forced > 0.9, f"with teacher forcing the walk-through decoder looks almost perfect: {forced}")
+    forced, past, em = found["swapped"]
+    require(forced > 0.9, f"with teacher forcing the swapped decoder looks almost perfect: {forced}")
     require(past < 0.5 and em < 0.01, f"from the past only it gets few tokens and no string right: {past}, {em}")
     require(found["correct"] == (1.0, 1.0, 1.0) or min(found["correct"]) >= 0.99, f"correct: {found['correct']}")
     require(abs(found["correct"][0] - found["correct"][1]) < 1e-9, "causal: teacher forcing = past only")
-    require("greedy decoding with the walk-through decoder fails:" in text, f"greedy decoding should fail:\n{text}")
-    loss = number(output(nb, BUG_TRAIN), rf"last \d+ steps: {FLOAT}", "walk-through loss")
-    require(loss < 0.3, f"the walk-through decoder's loss falls nicely: {loss}")
+    require("greedy decoding with the swapped decoder fails:" in text, f"greedy decoding should fail:\n{text}")
+    loss = number(output(nb, BUG_TRAIN), rf"last \d+ steps: {FLOAT}", "swapped loss")
+    require(loss < 0.3, f"the swapped decoder's loss falls nicely: {loss}")
 
 
 CLAIMS = [
@@ -247,13 +247,13 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "the walk-through decoder: almost perfect with teacher forcing, few tokens and no string from the past only; "
+        "the swapped decoder: almost perfect with teacher forcing, few tokens and no string from the past only; "
         "the correct decoder the same both ways; greedy decoding fails",
         ed_bug,
         [
-            Break(MARGIN, BUG, r"(?<=walk-through decoder: token accuracy with teacher forcing )\S+", "0.412,"),
-            Break(MARGIN, BUG, r"(walk-through decoder: .*? from the past only )\S+(; exact)", r"\g<1>0.950\g<2>"),
-            Break(SHOWN, BUG, r"with the walk-through decoder fails: .*", "with the walk-through decoder ran"),
+            Break(MARGIN, BUG, r"(?<=swapped decoder: token accuracy with teacher forcing )\S+", "0.412,"),
+            Break(MARGIN, BUG, r"(swapped decoder: .*? from the past only )\S+(; exact)", r"\g<1>0.950\g<2>"),
+            Break(SHOWN, BUG, r"with the swapped decoder fails: .*", "with the swapped decoder ran"),
         ],
     ),
 ]

@@ -67,6 +67,18 @@ def sq_train(nb):
     require(last < first / 3, f"the loss falls: {first} -> {last}")
 
 
+def sq_no_advertisement(nb):
+    shown = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = out.get("text", "") + "".join(str(v) for v in out.get("data", {}).values())
+            shown += [
+                line for line in text.splitlines() if "💡 Tip" in line or re.search(r"\blit(models|logger)\b", line)
+            ]
+    require(not shown, f"Lightning's advertising tip is shown in the lesson:\n{shown}")
+    require("steps: 60" in output(nb, TRAIN), "the Lightning training cell shows no output: nothing was checked")
+
+
 def sq_plain(nb):
     gap = number(output(nb, PLAIN), rf"plain-loop weights: {FLOAT}", "Lightning vs plain loop")
     require(gap == 0.0, f"exactly the same weights: {gap}")
@@ -110,6 +122,20 @@ def sq_bug(nb):
 
 
 CLAIMS = [
+    Claim(
+        "without the tips Lightning prints to advertise its cloud services (its other messages and warnings "
+        "still show)",
+        sq_no_advertisement,
+        [
+            Break(
+                SHOWN,
+                TRAIN,
+                r"^steps:",
+                "💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger](...)\nsteps:",
+            ),
+            Break(SHOWN, TRAIN, r"^steps:", "try installing litmodels to enable LitModelCheckpoint\nsteps:"),
+        ],
+    ),
     Claim(
         "the labels are the inputs moved one step to the left, with a final <EOS>",
         sq_data,

@@ -110,11 +110,12 @@ def cg_race(nb):
     }
     require(set(table) == {"CharGPT", "CharLSTM", "bigram"}, f"one row per model: {sorted(table)}")
     gpt, lstm, bigram = table["CharGPT"][-1], table["CharLSTM"][-1], table["bigram"][-1]
-    require(lstm < gpt, f"the LSTM reached a lower validation loss than the GPT: {lstm} vs {gpt}")
     require(max(gpt, lstm) < bigram - 0.2, f"both far below the bigram model: {gpt}, {lstm} vs {bigram}")
-    # The same CPU time, unless the wall-clock cap stopped both early on a very busy machine: then within 15 %.
+    # The same CPU time: each run stops at the first step past the budget, and a step takes milliseconds. Which
+    # model wins is a speed result, so it is not asserted: the text says it was the LSTM on the course's 2-core
+    # machine and that yours will differ.
     seconds = (table["CharGPT"][1], table["CharLSTM"][1])
-    require(abs(seconds[0] - seconds[1]) <= 0.15 * max(seconds), f"the same training time: {seconds}")
+    require(abs(seconds[0] - seconds[1]) <= 1.0, f"the same training time: {seconds}")
 
 
 def cg_scaling(nb):
@@ -147,6 +148,12 @@ def _memorised(match: re.Match[str]) -> str:
     """The training loss set 0.5 below the validation loss on the same line: a model that memorised its text.
     (Relative, not a fixed value: with a fixed 1.700 the gap stayed under the check's 0.2 when val was near 1.85.)"""
     return f"{match.group(1)}{float(match.group(3)) - 0.5:.3f}{match.group(2)}{match.group(3)}"
+
+
+def _longer(match: re.Match[str]) -> str:
+    """The LSTM's seconds set 5 s past what it printed. (Relative, not a fixed value: a fixed 20.0 changed nothing
+    on a run whose LSTM happened to print 20.0.)"""
+    return f"{match.group(1)}{float(match.group(2)) + 5.0:.1f}"
 
 
 def _share(setting: str, value: str):
@@ -197,11 +204,12 @@ CLAIMS = [
         [_share("1.0/5", "20"), _share("1.5/None", "70"), _share("0.5/None", "30")],
     ),
     Claim(
-        "in the same CPU time the LSTM reached a lower validation loss than the GPT, both far below the bigram",
+        "in the same CPU time both the LSTM and the GPT reached a validation loss far below the bigram model's",
         cg_race,
         [
-            Break(ORDER, RACE, r"(?m)^(CharLSTM(?:\s+\S+){4}\s+)\S+", r"\g<1>2.900"),
+            Break(MARGIN, RACE, r"(?m)^(CharLSTM(?:\s+\S+){4}\s+)\S+", r"\g<1>2.900"),
             Break(MARGIN, RACE, r"(?m)^(bigram(?:\s+\S+){4}\s+)\S+", r"\g<1>1.900"),
+            Break(MARGIN, RACE, r"(?m)^(CharLSTM\s+\S+\s+)(\S+)", _longer),
         ],
     ),
     Claim(

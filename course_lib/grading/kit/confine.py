@@ -36,7 +36,7 @@ from pathlib import Path
 
 __all__ = ["ConfineError", "landlock_abi", "limit_memory", "main", "parse_size", "restrict_writes"]
 
-DEFAULT_MEMORY = "4G"  # per grading process; honest lessons peak far below (README, "Trusted verdicts")
+DEFAULT_MEMORY = "4G"  # per grading process; honest lessons peak far below (docs/MEASUREMENTS.md)
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same numbers on every architecture
 _CREATE_RULESET_VERSION = 1

@@ -1,0 +1,102 @@
+"""course_lib.gpt: lesson 09's GPT (the contract's attributes, tied head, loss) and GPT-2's initialisation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import GPT2Config as HFConfig
+from transformers import GPT2LMHeadModel
+
+from course_lib.blocks import TransformerBlock
+from course_lib.gpt import GPT, init_gpt2
+from course_lib.gpt2 import GPT2, GPT2Config
+from course_lib.gpt2_weights import from_hf_model
+from tests.compile_check import assert_one_graph
+
+
+def _model(**kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(**{"vocab_size": 11, "context_length": 8, "d_model": 16, "n_heads": 2, "n_layers": 2, **kw})
+
+
+def test_the_contracts_attributes_and_the_tied_head():
+    model = _model(dropout=0.1)
+    assert model.lm_head.weight is model.tok_emb.weight
+    assert model.lm_head.bias is None
+    assert model.pos_emb.weight.shape == (8, 16)
+    assert model.drop.p == 0.1
+    assert len(model.blocks) == 2 and all(type(b) is TransformerBlock for b in model.blocks)
+    assert all(b.attn.causal for b in model.blocks)
+    assert sum(p.numel() for p in model.parameters()) == 11 * 16 + 8 * 16 + 2 * (12 * 16 * 16 + 13 * 16) + 2 * 16
+
+
+def test_forward_returns_logits_and_the_mean_cross_entropy():
+    model = _model()
+    idx = torch.randint(11, (3, 5), generator=torch.Generator().manual_seed(1))
+    targets = torch.randint(11, (3, 5), generator=torch.Generator().manual_seed(2))
+    logits, loss = model(idx, targets)
+    assert logits.shape == (3, 5, 11)
+    assert torch.allclose(loss, F.cross_entropy(logits.reshape(15, 11), targets.reshape(15)))
+    assert model(idx)[1] is None
+
+
+def test_causal_a_later_token_never_changes_an_earlier_logit():
+    model = _model().eval()
+    idx = torch.randint(11, (1, 6), generator=torch.Generator().manual_seed(3))
+    changed = idx.clone()
+    changed[0, 4] = (idx[0, 4] + 1) % 11
+    assert torch.allclose(model(idx)[0][0, :4], model(changed)[0][0, :4], atol=1e-6)
+    assert not torch.allclose(model(idx)[0][0, 4:], model(changed)[0][0, 4:])
+
+
+def test_too_long_a_context_is_refused_by_name():
+    with pytest.raises(ValueError, match="context_length 8"):
+        _model()(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_sdpa_computes_the_same_logits():
+    plain = _model()
+    fast = _model(use_sdpa=True)
+    fast.load_state_dict(plain.state_dict())
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
+    assert torch.allclose(plain(idx)[0], fast(idx)[0], atol=1e-5)
+
+
+def test_gpt2_is_this_gpt_with_gpt2s_init_and_the_same_state_dict():
+    config = GPT2Config.tiny()
+    gpt2 = GPT2(config)
+    gpt = GPT(config.vocab_size, config.context_length, config.d_model, config.n_heads, config.n_layers)
+    assert set(gpt.state_dict()) == set(gpt2.state_dict())
+    gpt.load_state_dict(gpt2.state_dict())
+    idx = torch.randint(config.vocab_size, (2, 10), generator=torch.Generator().manual_seed(5))
+    assert torch.allclose(gpt(idx)[0], gpt2(idx)[0], atol=1e-6)
+
+
+def test_gpt_matches_hugging_faces_gpt2_with_the_weights_copied():
+    hf_config = HFConfig(vocab_size=50, n_positions=16, n_embd=24, n_layer=2, n_head=3, resid_pdrop=0.0,
+                         embd_pdrop=0.0, attn_pdrop=0.0)  # fmt: skip
+    torch.manual_seed(6)
+    theirs = GPT2LMHeadModel(hf_config).eval()
+    ours = GPT(50, 16, 24, 3, 2).eval()
+    ours.load_state_dict(from_hf_model(theirs).state_dict())
+    idx = torch.randint(50, (2, 16), generator=torch.Generator().manual_seed(7))
+    assert torch.allclose(ours(idx)[0], theirs(idx).logits, atol=1e-4)
+
+
+def test_init_gpt2_scales_the_residual_projections_and_keeps_the_tie():
+    model = init_gpt2(_model(d_model=64, n_layers=8), n_layers=8)
+    assert model.lm_head.weight is model.tok_emb.weight
+    out_proj = torch.cat([b.attn.out_proj.weight.flatten() for b in model.blocks])
+    fc1 = torch.cat([b.mlp.fc1.weight.flatten() for b in model.blocks])
+    assert abs(fc1.std().item() - 0.02) < 0.002
+    assert abs(out_proj.std().item() - 0.02 / 4) < 0.0005  # 0.02 / sqrt(2 * 8)
+    assert all(torch.equal(b.ln1.weight, torch.ones(64)) for b in model.blocks)
+    assert all(torch.count_nonzero(b.attn.qkv.bias) == 0 for b in model.blocks)
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_compiled_forward_is_one_graph(use_sdpa):
+    model = _model(use_sdpa=use_sdpa).eval()
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(8))
+    assert_one_graph(model, idx, idx)

@@ -1,0 +1,115 @@
+"""The students' hand-out (`make handout`, course_lib/workflow/handout.py): a git repository with what a learner needs,
+no instructor source and no line of any lesson's hidden tests or solutions; a fresh clone of it runs lesson 00 and
+grades itself, on the visible checks, and says so."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib.workflow.course import VISIBLE_ONLY
+from course_lib.workflow.handout import MARKER, build_handout
+from tests.nbtools import LESSONS, ROOT, execute, hidden_lines, read, solved, source_path, with_answer
+from tests.test_nbgrader_roundtrip import ONE_WRONG
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("handout")]
+REPO = ROOT.parent
+LESSON = "00_welcome"
+_SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+
+
+def _git(cwd: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def handout(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("publish") / "course"
+    made = build_handout(folder, archive=True)
+    return folder, made
+
+
+def _files(folder: Path) -> dict[str, str]:
+    """Every file of the hand-out that is text, by path."""
+    out = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and ".git" not in path.relative_to(folder).parts:
+            with contextlib.suppress(UnicodeDecodeError):
+                out[str(path.relative_to(folder))] = path.read_text(encoding="utf-8")
+    return out
+
+
+def test_the_handout_holds_what_a_learner_needs_and_no_instructor_files(handout):
+    folder, made = handout
+    tracked = _git(folder, "ls-files").split()
+    assert len(_git(folder, "log", "--oneline").splitlines()) == 1
+    for lesson in LESSONS:
+        assert f"notebooks/release/{lesson}/{lesson}.ipynb" in tracked
+    for needed in ("README.md", "Makefile", "pyproject.toml", "environment.yml", "LICENSE", MARKER):
+        assert needed in tracked
+    for folder_name in ("course_lib/", "data/", "images/", "jupyter/"):
+        assert any(p.startswith(folder_name) for p in tracked), folder_name
+    assert "course_lib/grading/welcome.py" in tracked  # the visible checks and self-grading need the graders
+    assert not [p for p in tracked if p.startswith(("notebooks/source/", "tests/", ".ci/"))]
+    with tarfile.open(made.archive) as archive:
+        assert sorted(m.name.removeprefix("course/") for m in archive.getmembers() if m.isfile()) == sorted(tracked)
+
+
+def test_no_hidden_test_and_no_solution_line_is_in_any_file(handout):
+    """Each line of every lesson's hidden tests, and each line of its solutions that the course does not ship
+    anyway (in the student version, or in `course_lib`'s references, which the lessons import), is searched for in
+    every file. Lines that are a lone name (`SelfAttention,`: an argument on its own line) say nothing and are
+    left out."""
+    folder, made = handout
+    files = _files(folder)
+    library = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "course_lib").rglob("*.py"))
+    lone_name = re.compile(r"[A-Za-z_][\w.]*,?")
+    shipped = total = 0
+    for lesson in LESSONS:
+        hidden = [line for line in hidden_lines(lesson) if not lone_name.fullmatch(line)]
+        assert hidden, lesson
+        released = (ROOT / "release" / lesson / f"{lesson}.ipynb").read_text(encoding="utf-8")
+        solution = []
+        for cell in read(source_path(lesson)).cells:
+            for block in _SOLUTION.findall(cell.source):
+                solution += [line.strip() for line in block.splitlines() if len(line.strip()) > 12]
+        total += len(solution)
+        shipped += sum(line in library for line in solution)
+        secret = hidden + [line for line in solution if line not in library and line not in released]
+        for name, text in files.items():
+            leaked = [line for line in secret if line in text or line.replace('"', '\\"') in text]
+            assert not leaked, f"{name} holds {lesson}'s {leaked[:3]}"
+        assert not [line for line in hidden if line in library]  # hidden cases live in notebooks/source/ only
+    print(f"\n{shipped} of {total} solution lines are in course_lib's references (shipped with the lessons)")
+    assert made.shipped_solution_lines > 0  # and the command says so (its summary line)
+
+
+def test_a_fresh_clone_runs_lesson_00_and_grades_itself_on_the_visible_checks(handout, tmp_path, monkeypatch):
+    """A learner clones the hand-out, does lesson 00 (one answer wrong), saves it and runs every cell: the last cell
+    grades the saved notebook, in the clone, without the instructor source: visible checks only, and it says so."""
+    folder, _ = handout
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(folder), str(clone))
+    assert not (clone / "notebooks" / "source").exists()
+    work = clone / "work" / LESSON
+    work.mkdir(parents=True)
+    name, code, words = ONE_WRONG[LESSON]
+    nb = with_answer(solved(LESSON), name, code)
+    nb.cells.append(nbformat.v4.new_code_cell("import course_lib\nprint(course_lib.__file__)"))
+    nbformat.write(nb, work / f"{LESSON}.ipynb")  # saved, as the self-grading cell asks
+    monkeypatch.setenv("PYTHONPATH", str(clone))  # the clone's course_lib, not this checkout's
+    monkeypatch.delenv("COURSE_SELF_GRADE", raising=False)
+    execute(nb, timeout=600, folder=work)
+    assert nb.cells[-1].outputs[0]["text"].startswith(str(clone / "course_lib"))
+    graded = next(c for c in nb.cells if "grade_this_notebook" in c.source)
+    report = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in graded.outputs)
+    assert "**Lesson 00_welcome: 8 / 10 points**" in report, graded.outputs
+    assert VISIBLE_ONLY in report and words in report
