@@ -3,6 +3,7 @@ command (a script that prints figures, not a test).
 
     .venv/bin/python -m tests.benchmarks.bench_class                        # 100 per lesson, lessons 01 and 04
     .venv/bin/python -m tests.benchmarks.bench_class --students 20 --lessons 04_attention
+    .venv/bin/python -m tests.benchmarks.bench_class --stock-students 20   # stock nbgrader on the first 20 only
 
 For each lesson (01 and 04 by default) it writes N submissions: of every 10, 6 reference answers, 2 with the
 lesson's known mistake (`ONE_WRONG` of the round-trip tests), 1 untouched student version and 1 hostile (the
@@ -15,12 +16,14 @@ course, each importing its own copy of `course_lib`:
   only makes the stock figure faster);
 - course: `course_lib.workflow.classroom.autograde_parallel` with `--workers` processes (the autograde step of
   `python -m course_lib class`) and the course's `notebooks/nbgrader_config.py`.
-Both use the same per-cell time limit. Printed: the wall time of each, the median seconds per submission (from
-nbgrader's log), the speed-up, how many reference submissions got full marks on the course's path, the time the
-class command's next step (feedback, one process) takes, the machine's load before and after, and a projection
-for a term: 100 submissions of each of the 12 lessons, as 12 times the slowest lesson measured (scaled to 100
-submissions). Lesson 04 is the slowest lesson to grade; `--per-lesson` first prints how long trusted grading takes
-for each lesson's reference answers, in this process, to check that.
+Both use the same per-cell time limit. `--stock-students N` grades only the first N submissions (the same mix of
+kinds when N is a multiple of 10) the stock way, where grading all of them would take too long: its wall time is
+then printed as measured for N, its figure for the whole class only as a labelled scaling of that. Printed: the wall
+time of each, the median seconds per submission (from nbgrader's log), the speed-up, how many reference submissions
+got full marks on the course's path, the time the class command's next step (feedback, one process) takes, the
+machine's load before and after, and a projection for a term: 100 submissions of each of the 12 lessons, as 12 times
+the slowest lesson measured (scaled to 100 submissions). Lesson 04 is the slowest lesson to grade; `--per-lesson`
+first prints how long trusted grading takes for each lesson's reference answers, in this process, to check that.
 """
 
 from __future__ import annotations
@@ -141,8 +144,10 @@ def main() -> None:
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=60, help="per-cell time limit (seconds), both paths")
+    parser.add_argument("--stock-students", type=int, help="grade only the first N submissions with stock nbgrader")
     parser.add_argument("--per-lesson", action="store_true", help="first time trusted grading of every lesson")
     args = parser.parse_args()
+    n_stock = min(args.stock_students or args.students, args.students)
     load_before = os.getloadavg()
     if args.per_lesson:
         per_lesson()
@@ -154,12 +159,13 @@ def main() -> None:
             # Each path imports its own copy: stock nbgrader lets the hostile student rewrite the one it uses.
             stock_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-stock-{lesson}"))}
             course_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-course-{lesson}"))}
-            build(tmp / f"stock-{lesson}", lesson, class_of, stock_env, STOCK_CONFIG)
+            stock_class = dict(list(class_of.items())[:n_stock])
+            build(tmp / f"stock-{lesson}", lesson, stock_class, stock_env, STOCK_CONFIG)
             course = tmp / f"course-{lesson}"
             build(course, lesson, class_of, course_env)
 
             wall_stock, each_stock = autograde(tmp / f"stock-{lesson}", lesson, stock_env, args.timeout)
-            print(f"{lesson} stock nbgrader: {wall_stock:.0f} s", flush=True)
+            print(f"{lesson} stock nbgrader: {wall_stock:.0f} s for {n_stock} submissions", flush=True)
 
             start = time.perf_counter()  # each worker imports a copy of course_lib of its own (classroom.py)
             result = autograde_parallel(course, lesson, students_to_grade(course, lesson), args.workers, args.timeout)
@@ -177,15 +183,24 @@ def main() -> None:
 
     load_after = os.getloadavg()
     print(f"\n{platform.node()} · {os.cpu_count()} cores · {args.students} submissions per lesson")
+    if n_stock < args.students:
+        print(f"stock nbgrader graded only the first {n_stock} of them; its figures for {args.students} and the")
+        print(f"speed-up are its measured time × {args.students}/{n_stock} (scaled, not measured)")
     print(f"load (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}")
     print(f"load (1/5/15 min) after:  {' '.join(f'{x:.2f}' for x in load_after)}")
     print("stock = one `python -m nbgrader autograde`, nbgrader's own preprocessors; course = the class command's")
     print(f"autograde with {args.workers} workers and notebooks/nbgrader_config.py")
-    print(f"{'lesson':18}{'stock wall':>11}{'course wall':>12}{'speed-up':>10}{'stock/sub':>10}{'course/sub':>11}")
+    stock_scale = args.students / n_stock
+    print(
+        f"{'lesson':18}{f'stock wall ({n_stock})':>17}{f'stock, {args.students}':>13}{'course wall':>12}"
+        f"{'speed-up':>10}{'stock/sub':>10}{'course/sub':>11}"
+    )
     for lesson, wall_stock, wall_course, each_stock, each_course, *_ in rows:
+        scaled = "" if stock_scale == 1 else " (scaled)"
         print(
-            f"{lesson:18}{wall_stock:10.0f}s{wall_course:11.0f}s{wall_stock / wall_course:9.1f}×"
-            f"{statistics.median(each_stock):9.2f}s{statistics.median(each_course):10.2f}s"
+            f"{lesson:18}{wall_stock:16.0f}s{wall_stock * stock_scale:12.0f}s{wall_course:11.0f}s"
+            f"{wall_stock * stock_scale / wall_course:9.1f}×"
+            f"{statistics.median(each_stock):9.2f}s{statistics.median(each_course):10.2f}s{scaled}"
         )
     for lesson, *_, got_full, reference, wall_feedback in rows:
         print(f"{lesson}: {got_full} of {len(reference)} reference submissions got full marks on the course's path")
@@ -196,7 +211,8 @@ def main() -> None:
     print(
         f"projected autograde for 100 submissions × 12 lessons (12 × the slowest lesson measured, scaled to 100): "
         f"course {12 * slowest[2] * scale / 60:.0f} min ({slowest[0]}), "
-        f"stock nbgrader {12 * stock_slowest[1] * scale / 60:.0f} min ({stock_slowest[0]}); "
+        f"stock nbgrader {12 * stock_slowest[1] * 100 / n_stock / 60:.0f} min ({stock_slowest[0]}, from {n_stock} "
+        f"submissions); "
         f"the course's feedback adds {12 * max(r[-1] for r in rows) * scale / 60:.0f} min"
     )
 
