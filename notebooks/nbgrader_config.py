@@ -3,7 +3,7 @@
 #   release/<lesson>/<lesson>.ipynb   student versions, written by `make release` and committed — never edit by hand
 # Student versions come from `make release` (python -m course_lib release), which also refreshes each source's Colab
 # badge and set-up cell; a class is graded with `make class` (python -m course_lib class: gradebook, collection,
-# autograde, feedback, grades.csv and class_report.md). Any other nbgrader command runs here through
+# autograde, feedback, class_grades.csv and class_report.md). Any other nbgrader command runs here through
 # `make nbgrader ARGS="..."` (export, release_feedback, ...). A class's gradebook.db, submitted/, autograded/ and
 # feedback/ hold learners' work and grades: they stay out of git.
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
