@@ -22,8 +22,8 @@ then printed as measured for N, its figure for the whole class only as a labelle
 time of each, the median seconds per submission (from nbgrader's log), the speed-up, how many reference submissions
 got full marks on the course's path, the time the class command's next step (feedback, one process) takes, the
 machine's load before and after, and a projection for a term: 100 submissions of each of the 12 lessons, as 12 times
-the slowest lesson measured (scaled to 100 submissions). Lesson 04 is the slowest lesson to grade; `--per-lesson`
-first prints how long trusted grading takes for each lesson's reference answers, in this process, to check that.
+the slowest lesson measured (scaled to 100 submissions). `--per-lesson` first prints how long trusted grading takes
+for each lesson's reference answers, in this process, to check that the lessons measured are the slowest.
 """
 
 from __future__ import annotations
