@@ -34,9 +34,10 @@ lab: $(STAMP)
 	$(PY) -m course_lib.workflow.workspace "$(WORK)"
 	cd "$(WORK)" && JUPYTER_CONFIG_PATH="$(LEARNER_CONFIG)" $(CURDIR)/$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
-# An instructor's JupyterLab: in notebooks/ (the nbgrader course root), with nbgrader's extensions.
+# An instructor's JupyterLab: in notebooks/ (the nbgrader course root), with nbgrader's extensions. The environment's
+# programs come first on the PATH: formgrader runs `alembic` to make a new gradebook.
 lab-instructor: $(STAMP)
-	cd notebooks && ../$(VENV)/bin/jupyter lab $(LAB_ARGS)
+	cd notebooks && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../$(VENV)/bin/jupyter lab $(LAB_ARGS)
 
 # Two workers (CI has 2 cores); the 12 slowest tests are listed at the end, to see where CI's time goes.
 test: $(STAMP)

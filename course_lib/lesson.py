@@ -3,7 +3,8 @@
 Lesson 00 explains both. Nothing here changes global state beyond what a notebook's first cell should do:
 seeding torch's default generator so the lesson's printed numbers are reproducible, choosing altair's
 offline renderer, and (in a Jupyter kernel, outside nbgrader) letting a failing visible check show its message
-without stopping "Run All Cells" (`course_lib.grading.kit.notebook`).
+without stopping "Run All Cells" (`course_lib.grading.kit.notebook`) and remembering what the kernel last ran in
+each cell, so that self-grading can tell a notebook that was not saved since (`grade_this_notebook`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 __all__ = [
     "LessonEnvironment",
+    "NotSaved",
     "autograding",
     "grade_this_notebook",
     "start_lesson",
@@ -55,13 +57,10 @@ class LessonEnvironment:
         return not self.problems
 
     def _repr_markdown_(self) -> str:
-        rows = [
-            f"**Lesson {self.lesson}** — Python {self.python}, torch {self.torch}, device `{self.device}`",
-            "",
-            "| data file | status |",
-            "|---|---|",
-        ]
-        rows += [f"| `{name}` | {status} |" for name, status in self.data.items()]
+        rows = [f"**Lesson {self.lesson}** — Python {self.python}, torch {self.torch}, device `{self.device}`"]
+        if self.data:  # a lesson without data files shows no empty table
+            rows += ["", "| data file | status |", "|---|---|"]
+            rows += [f"| `{name}` | {status} |" for name, status in self.data.items()]
         if self.problems:
             rows += ["", "**Problems:**"] + [f"- {p}" for p in self.problems]
         return "\n".join(rows)
@@ -83,6 +82,7 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
         from course_lib.grading.kit.notebook import show_check_failures
 
         show_check_failures()
+        _remember_runs()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     env = LessonEnvironment(lesson, platform.python_version(), torch.__version__, device)
     for name in data:
@@ -125,11 +125,118 @@ def _colab_notebook(lesson: str) -> Path:
     return path
 
 
-def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: int | None = None):
-    """Grade the notebook you are working in (save it first!) and show the score of each exercise.
+# ------------------------------------------------------------------------------------------------------------
+# What the kernel ran, against what is saved
 
-    Does nothing while nbgrader itself is grading the notebook (that would grade it twice), or when the
-    environment variable COURSE_SELF_GRADE is "off" (the test suite sets it when it executes lessons).
+
+_RUNS: dict[str, str] = {}  # a cell's id -> the source this kernel last ran in it (from the set-up cell on)
+
+
+def _ipython():
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    return get_ipython()
+
+
+def _remember(info) -> None:
+    cell_id = getattr(info, "cell_id", None)  # JupyterLab and nbclient send it with each cell they run
+    if cell_id:
+        _RUNS[cell_id] = info.raw_cell
+
+
+def _remember_runs() -> None:
+    """From now on, remember what this kernel runs in each cell (IPython's `pre_run_cell` event), once per kernel."""
+    shell = _ipython()
+    if shell is not None and _remember not in shell.events.callbacks.get("pre_run_cell", []):
+        shell.events.register("pre_run_cell", _remember)
+
+
+def _same_code(a: str, b: str) -> bool:
+    return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
+
+
+def _defines(source: str, names: set[str]) -> bool:
+    """Whether `source` defines one of `names` at its top level (a def, a class or an assignment)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name in names:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id in names for t in targets):
+            return True
+    return False
+
+
+def _last_run(cell, names: set[str], history: list[str]) -> str | None:
+    """What this kernel last ran in the answer cell `cell`: by the cell's id, else the last input of IPython's history
+    that defines one of the exercise's names; None when it ran neither (a new kernel: nothing to compare)."""
+    if cell.get("id") in _RUNS:
+        return _RUNS[cell["id"]]
+    return next((source for source in reversed(history) if _defines(source, names)), None)
+
+
+def unsaved_exercises(path: Path, lesson: str) -> list[str]:
+    """The exercises whose answer cell, as saved at `path`, differs from what this kernel last ran in it."""
+    import nbformat
+
+    from course_lib import manifest
+
+    shell = _ipython()
+    if shell is None or not path.is_file():
+        return []
+    try:
+        nb = nbformat.read(path, as_version=4)
+        exercises = {e.name: set(e.names) for e in manifest.lesson(lesson).exercises}
+    except Exception:  # a broken file or an unknown lesson: grading says what is wrong with it
+        return []
+    history = [s for s in shell.history_manager.input_hist_raw if s]
+    found = []
+    for cell in nb.cells:
+        name = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if cell.cell_type != "code" or name not in exercises:
+            continue
+        ran = _last_run(cell, exercises[name] | {name}, history)
+        if ran is not None and not _same_code(ran, cell.source):
+            found.append(name)
+    return found
+
+
+@dataclass
+class NotSaved:
+    """What the self-grade cell shows instead of a score when the saved notebook is not what the kernel ran."""
+
+    path: Path
+    exercises: list[str]
+
+    def _text(self, code: str) -> str:
+        names = ", ".join(code.format(name) for name in self.exercises)
+        return (
+            f"your saved notebook differs from what you ran in {names}: save with Ctrl+S (File > Save Notebook), "
+            "then run this cell again. Grading reads the notebook saved on disk, and what you ran is not in it "
+            "yet (if you changed a cell since you ran it, run it first)."
+        )
+
+    def _repr_markdown_(self) -> str:
+        return f"**Not graded yet:** {self._text('`{}`')}"
+
+    def __repr__(self) -> str:
+        return f"Not graded yet: {self._text('{}')}"
+
+
+def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: int | None = None):
+    """Grade the notebook you are working in (saved on disk) and show the score of each exercise.
+
+    When an answer cell saved on disk differs from what this kernel last ran in it (you ran a new answer but did
+    not save), it says so and grades nothing. Does nothing while nbgrader itself is grading the notebook (that
+    would grade it twice), or when the environment variable COURSE_SELF_GRADE is "off" (the test suite sets it
+    when it executes lessons).
     """
     if _under_nbgrader():
         return None
@@ -143,8 +250,13 @@ def grade_this_notebook(lesson: str, path: str | Path | None = None, timeout: in
             "`pip install nbgrader` (on Colab: `!pip install -q nbgrader`) and run this cell again."
         )
 
-    if path is None:
-        path = _colab_notebook(lesson) if "google.colab" in sys.modules else _current_notebook_path(lesson)
+    if path is None and "google.colab" in sys.modules:  # the notebook as the browser holds it: nothing to save
+        path = _colab_notebook(lesson)
+    elif path is None:
+        path = _current_notebook_path(lesson)
+        unsaved = unsaved_exercises(path, lesson)
+        if unsaved:
+            return NotSaved(path, unsaved)
     return grade_notebook(path, lesson, timeout=timeout)
 
 

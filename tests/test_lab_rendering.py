@@ -1,11 +1,13 @@
 """In a real JupyterLab, in headless Chromium: altair charts and the lessons' inlined diagrams render with no
-network, and nbgrader's extension loads.
+network, nbgrader's extension loads, and the last cell of a lesson grades the notebook open in JupyterLab (and says
+when what it would grade is not what was run).
 
 Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that reason otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -19,7 +21,7 @@ from urllib.parse import quote
 import nbformat
 import pytest
 
-from tests.nbtools import ROOT, execute, release_path, solved, stop_process_group
+from tests.nbtools import ROOT, execute, grade_id, release_path, solved, stop_process_group
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -39,6 +41,7 @@ attention_heatmap(weights, x_labels=tokens, y_labels=tokens, title="offline chec
 
 SAVED_AS = "my lesson 00.ipynb"
 FRESH = "fresh 00.ipynb"
+UNSAVED = "unsaved 00.ipynb"
 DIAGRAM_ALT = "The original transformer"  # lesson 04's encoder-decoder diagram, a data: URI in the student version
 COLAB_LINK = "Open this lesson in Colab"
 PATIENCE_MS = 300_000  # backstop for what must appear: a busy machine draws and runs slowly, it never fails a test
@@ -50,16 +53,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def lab(tmp_path):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL)]
-    execute(nb, timeout=600)
-    nbformat.write(nb, tmp_path / "chart.ipynb")
-    # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
-    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
-    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
-    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
+@contextmanager
+def jupyter_lab(root: Path, env: dict[str, str] | None = None):
+    """A JupyterLab serving `root` (its working folder too, as `make lab-instructor` starts it in notebooks/), with
+    no token and a workspace of its own; yields its address."""
     port = _free_port()
     jupyter = Path(sys.executable).parent / "jupyter"
     server = subprocess.Popen(
@@ -72,10 +69,12 @@ def lab(tmp_path):
             "--allow-root",
             "--IdentityProvider.token=",
             "--ServerApp.password=",
-            f"--ServerApp.root_dir={tmp_path}",
+            f"--ServerApp.root_dir={root}",
             # a workspace of its own: JupyterLab would otherwise reopen the tabs of an earlier run (~/.jupyter)
-            f"--LabApp.workspaces_dir={tmp_path / '.workspaces'}",
+            f"--LabApp.workspaces_dir={root / '.workspaces'}",
         ],
+        cwd=root,
+        env=None if env is None else dict(os.environ) | env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -92,6 +91,21 @@ def lab(tmp_path):
         yield f"http://127.0.0.1:{port}"
     finally:
         stop_process_group(server)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL)]
+    execute(nb, timeout=600)
+    nbformat.write(nb, tmp_path / "chart.ipynb")
+    # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
+    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
+    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
+    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
+    shutil.copy(release_path("00_welcome"), tmp_path / UNSAVED)  # another, for the learner who forgets to save
+    with jupyter_lab(tmp_path) as url:
+        yield url
 
 
 @contextmanager
@@ -196,3 +210,51 @@ def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
         "gradient_descent",
     ):
         assert f"{exercise}\t0 / 3\t{exercise}" in table and "not written yet" in table, table
+
+
+def _run_cell(page, containing: str) -> None:
+    """Click into the code cell that contains `containing` and run it (Shift+Enter)."""
+    cell = page.locator(".jp-CodeCell", has_text=containing).first
+    cell.scroll_into_view_if_needed(timeout=PATIENCE_MS)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+
+
+def test_the_last_cell_asks_to_save_before_it_grades_an_answer_that_was_only_run(lab, tmp_path):
+    """A correct answer written and run but not saved: the self-grade cell says to save first (it used to grade
+    the file on disk: 0 points, "not written yet"); after Ctrl+S, the same cell gives the exercise its points."""
+    answer = next(c.source for c in solved("00_welcome").cells if grade_id(c) == "count_characters")
+    with _browser() as page:
+        page.goto(f"{lab}/lab/tree/{quote(UNSAVED)}")
+        page.locator(".jp-Notebook").first.wait_for(timeout=PATIENCE_MS)
+        page.get_by_text("| Idle").first.wait_for(timeout=PATIENCE_MS)
+        _run_cell(page, "start_lesson(")  # the set-up cell
+        cell = page.locator(".jp-CodeCell", has_text="def count_characters").first
+        cell.scroll_into_view_if_needed(timeout=PATIENCE_MS)
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text(answer)  # typed as one paste: no auto-indent
+        page.keyboard.press("Shift+Enter")
+        try:
+            _run_cell(page, 'grade_this_notebook("00_welcome")')
+            page.get_by_text("your saved notebook differs from what you ran in count_characters").first.wait_for(
+                timeout=PATIENCE_MS
+            )
+            assert "raise NotImplementedError" in _saved_answer(tmp_path / UNSAVED)  # nothing saved it meanwhile
+            page.keyboard.press("Control+s")
+            for _ in range(120):
+                if "raise NotImplementedError" not in _saved_answer(tmp_path / UNSAVED):
+                    break
+                time.sleep(0.5)
+            _run_cell(page, 'grade_this_notebook("00_welcome")')
+            report = page.locator(".jp-RenderedMarkdown", has_text="Lesson 00_welcome: 3 / 15 points").first
+            report.wait_for(timeout=2 * PATIENCE_MS)
+            table = report.inner_text()
+        except Exception:
+            page.screenshot(path="/tmp/lab_unsaved.png", full_page=True)
+            raise
+    assert "count_characters\t3 / 3\t✓" in table, table
+
+
+def _saved_answer(path: Path) -> str:
+    return next(c.source for c in nbformat.read(path, as_version=4).cells if grade_id(c) == "count_characters")

@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import altair as alt
+import nbformat
 import pandas as pd
+import pytest
 
 from course_lib import lesson
+from tests.nbtools import grade_id, read, release_path, solved
 
 
 def test_start_lesson_reports_data_and_seeds(monkeypatch):
@@ -74,3 +77,66 @@ def test_the_last_cell_grades_the_saved_notebook(monkeypatch, tmp_path):
     report = lesson.grade_this_notebook("00_welcome")
     assert report.lesson == "00_welcome" and report.score == report.max_score == 15
     assert "**Lesson 00_welcome: 15 / 15 points**" in report._repr_markdown_()
+
+
+def test_the_environment_table_appears_only_with_data_files():
+    bare = lesson.start_lesson("06_transformer_blocks", data=[])._repr_markdown_()
+    assert "| data file | status |" not in bare and "**Lesson 06_transformer_blocks**" in bare
+    with_data = lesson.start_lesson("01_tokenization", data=["the-verdict.txt"])._repr_markdown_()
+    assert "| data file | status |" in with_data and "`the-verdict.txt`" in with_data
+
+
+@pytest.fixture
+def shell(monkeypatch, tmp_path):
+    """An IPython shell as a learner's kernel has one, with lesson 00 saved as released (no answer written) where
+    JupyterLab would tell the kernel it is."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    path = tmp_path / "00_welcome.ipynb"
+    nbformat.write(read(release_path("00_welcome")), path)
+    monkeypatch.setenv("JPY_SESSION_NAME", str(path))
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    monkeypatch.delenv("COURSE_SELF_GRADE", raising=False)
+    made = InteractiveShell.instance()
+    lesson._RUNS.clear()
+    try:
+        yield made, path
+    finally:
+        lesson._RUNS.clear()
+        InteractiveShell.clear_instance()
+
+
+def _answer_cell(path, name):
+    return next(c for c in read(path).cells if grade_id(c) == name)
+
+
+@pytest.mark.slow  # runs nbgrader
+def test_the_last_cell_asks_to_save_when_the_saved_answer_is_not_what_ran(shell):
+    """A correct answer run but not saved: the self-grade cell says so instead of grading the stale file (0 points
+    and "not written yet"), and once the notebook is saved it grades the answer."""
+    made, path = shell
+    made.run_cell('from course_lib.lesson import start_lesson\nstart_lesson("00_welcome")', cell_id="00-002")
+    cell = _answer_cell(path, "count_characters")
+    answer = solved("00_welcome").cells[[grade_id(c) for c in solved("00_welcome").cells].index("count_characters")]
+    assert made.run_cell(answer.source, store_history=True, cell_id=cell.id).success
+    said = lesson.grade_this_notebook("00_welcome")
+    assert isinstance(said, lesson.NotSaved) and said.exercises == ["count_characters"]
+    text = said._repr_markdown_()
+    assert "your saved notebook differs from what you ran in `count_characters`" in text and "Ctrl+S" in text
+    saved = read(path)  # Ctrl+S
+    next(c for c in saved.cells if grade_id(c) == "count_characters").source = answer.source
+    nbformat.write(saved, path)
+    report = lesson.grade_this_notebook("00_welcome")
+    rows = report.by_name()
+    assert rows["count_characters"].score == rows["count_characters"].max_score > 0
+    assert rows["normalize_rows"].score == 0  # never written: graded as saved, without a word about saving
+
+
+def test_without_cell_ids_the_kernels_history_tells_what_ran(shell):
+    """A front end that sends no cell id (or a kernel where the set-up cell did not run): the last input that defines
+    the exercise's name is what ran."""
+    made, path = shell
+    made.run_cell("def next_token_pairs(ids):\n    return list(zip(ids, ids[1:]))\n", store_history=True)
+    assert lesson.unsaved_exercises(path, "00_welcome") == ["next_token_pairs"]
+    made.run_cell(_answer_cell(path, "next_token_pairs").source, store_history=True)  # the stub, as saved
+    assert lesson.unsaved_exercises(path, "00_welcome") == []

@@ -1,5 +1,7 @@
 """How a submission's kernel runs while it is graded (docs/ARCHITECTURE.md, Trusted grading): confined, its outputs
-capped, its damage looked for.
+capped, its damage looked for. By default a lesson's submission runs in no kernel at all (`nbgrader_ext`,
+`KeepGradingWhenKernelDies.run_cells`): what follows is for `run_cells = "always"` and for notebooks that are not
+lessons of the course.
 
 - `GradingLimits`: the settings, in one place (`c.GradingLimits.memory` and `c.GradingLimits.contain_writes` in
   `notebooks/nbgrader_config.py`; `python -m course_lib class --memory SIZE`). The trusted grader's sandboxes get
@@ -146,6 +148,17 @@ class GradingLimits(LoggingConfigurable):
         return (
             f"{memory}; writes NOT contained ({why}): submitted/, source/ and release/ are checked after each "
             "submission, the gradebook and other students' graded notebooks and feedback are not"
+        )
+
+    def describe_without_kernel(self) -> str:
+        """The line for the log and the class report when no cell runs in a kernel (`KeepGradingWhenKernelDies`):
+        only the answer cells run, each in a sandbox of the trusted grader, held to the same memory limit."""
+        memory = f"memory limit {self.memory} per process" if self.memory else "no memory limit"
+        abi = confine.landlock_abi()
+        writes = f"no writes (Landlock ABI {abi})" if abi else "writes not contained (Landlock is not available)"
+        return (
+            "none: no cell runs in a kernel; the trusted grader runs each answer cell alone in a sandbox "
+            f"({memory}; {writes}), and the other cells not at all"
         )
 
 

@@ -11,12 +11,21 @@ Trusted grading).
   verdict that `course_lib.workflow.trusted` reaches outside the notebook's kernel, so nbgrader's scores,
   feedback and formgrader all show trusted results. It also puts back course files the submission changed on
   disk, and flags (with a note at the top) a submission whose interference the grader could tell.
-- `KeepGradingWhenKernelDies` (autograde): nbgrader's Execute, except that a kernel that dies (`os._exit`, a
-  segfault, the memory killer) ends the run of the notebook but not its grading: the cells it did not reach get
-  an error output, and the trusted verdicts then grade each exercise on its own, so only the exercise that killed
-  its process scores 0. Its kernel is confined and its outputs capped (`kernels.py`: a memory limit, writes only
-  in the submission's own folder, at most 100,000 printed characters kept per cell); where writes cannot be
-  contained, the course folders a kernel must not touch are compared before and after it ran.
+- `KeepGradingWhenKernelDies` (autograde): nbgrader's Execute step, which by default runs no cell at all when the
+  trusted verdicts decide every test cell (a lesson of this course, on a system that can fork): no kernel starts,
+  and the graded notebook keeps only what grading put there (the test cells' verdicts; `trusted_decides`). With
+  `run_cells = "always"`, or for a notebook the trusted grader cannot grade, it runs the notebook as nbgrader's
+  Execute does, except that a kernel that dies (`os._exit`, a segfault, the memory killer) ends the run of the
+  notebook but not its grading: the cells it did not reach get an error output, and the trusted verdicts then
+  grade each exercise on its own, so only the exercise that killed its process scores 0. Its kernel is confined
+  and its outputs capped (`kernels.py`: a memory limit, writes only in the submission's own folder, at most
+  100,000 printed characters kept per cell); where writes cannot be contained, the course folders a kernel must
+  not touch are compared before and after it ran.
+- `InlineImages` (generate_assignment): the repository's diagrams go into the student version as data: URIs, as
+  `make release` puts them there, so every `generate_assignment` — the command, or formgrader's *Generate* button
+  — writes the student version the course ships, never one whose diagrams are broken links to files beside it.
+  formgrader writes it into the git-ignored `FORMGRADER_RELEASE` folder, not into the committed `release/`
+  (`in_jupyter_server`, read by nbgrader_config.py): its button deletes the lesson's folder before it writes.
 - `HideHiddenTestTracebacks` (feedback): a failing hidden test cell keeps only its error's name and message.
   A traceback would print the line that failed, which is hidden test text.
 - `WrapLongLines` (feedback): outputs wrap at the page's edge instead of being cut off there (a grader's message
@@ -25,6 +34,7 @@ Trusted grading).
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass
@@ -35,7 +45,7 @@ from nbformat import from_dict
 from nbformat.v4 import new_markdown_cell
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
-from traitlets import Integer
+from traitlets import Enum, Integer
 
 from course_lib import manifest
 from course_lib.workflow.course import grade_id
@@ -43,15 +53,21 @@ from course_lib.workflow.kernels import ConfinedKernelManager, CourseWatch, Grad
 
 __all__ = [
     "FLAG_MARKER",
+    "FORMGRADER_RELEASE",
     "HideHiddenTestTracebacks",
+    "InlineImages",
     "KeepGradingWhenKernelDies",
     "RestoreAndFlag",
     "TrustedVerdicts",
     "WrapLongLines",
+    "in_jupyter_server",
     "strip_hidden_tests",
+    "trusted_decides",
 ]
 
 FLAG_MARKER = "course-flag: locked cells restored"
+# Set in an autograde's resources by KeepGradingWhenKernelDies when it ran the notebook in a kernel.
+KERNEL_RAN = "course_kernel_ran"
 _HIDDEN = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS.*?END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 
 
@@ -71,6 +87,31 @@ def trusted_grader():
     anew for every notebook, from their classes, so the grader cannot be given to them; it is kept here, the one
     place that holds state across the notebooks of a run."""
     return _trusted().TrustedGrader(Path.cwd())
+
+
+def trusted_decides(info: dict | None) -> bool:
+    """Whether `TrustedVerdicts` will write every test cell's verdict of the notebook nbgrader describes with `info`
+    (`resources["nbgrader"]`): trusted grading works here (it forks) and the assignment is a lesson of the course.
+    Then what the notebook's cells do in a kernel decides no score (every graded cell of the course is a test cell)."""
+    if not info or not _trusted().available():
+        return False
+    try:
+        manifest.lesson(info.get("assignment", ""))
+    except KeyError:
+        return False
+    return True
+
+
+FORMGRADER_RELEASE = "formgrader_release"
+
+
+def in_jupyter_server() -> bool:
+    """Whether this process is a running Jupyter server: nbgrader_config.py is then read for formgrader (or another
+    of nbgrader's server extensions), not for a command. Looked up without importing the server's code."""
+    import sys
+
+    server = sys.modules.get("jupyter_server.serverapp")
+    return server is not None and server.ServerApp.initialized()
 
 
 def strip_hidden_tests(source: str) -> str:
@@ -206,9 +247,18 @@ def flag_submission(info) -> None:
 
 
 class KeepGradingWhenKernelDies(Execute):
-    """nbgrader's Execute, with a confined kernel whose outputs are capped, carrying on to grading when the kernel
-    dies (see module docstring)."""
+    """nbgrader's Execute step: no kernel where the trusted verdicts decide every test cell, else a confined kernel
+    whose outputs are capped, carrying on to grading when it dies (see module docstring)."""
 
+    run_cells = Enum(
+        ["when-needed", "always"],
+        "when-needed",
+        help=(
+            "'when-needed': run no cell when the trusted grader decides every test cell of the notebook (a lesson of "
+            "the course); 'always': run every cell in a confined kernel, so the graded notebook and the feedback also "
+            "show what each cell printed and drew. The scores are the same either way."
+        ),
+    ).tag(config=True)
     max_stream_chars = Integer(100_000, help="Characters of printed text kept per cell.").tag(config=True)
     max_output_chars = Integer(5_000_000, help="Characters of all outputs (figures too) kept per cell.").tag(
         config=True
@@ -219,14 +269,25 @@ class KeepGradingWhenKernelDies(Execute):
         kwargs.setdefault("kernel_manager_class", ConfinedKernelManager)  # nbgrader's Execute sets its own
         super().__init__(**kwargs)
 
-    def preprocess(self, nb, resources=None, km=None):
-        info = (resources or {}).get("nbgrader", {})
-        student = info.get("student")
-        limits = GradingLimits(parent=self)
-        if not KeepGradingWhenKernelDies._said_limits:  # once per process: what every kernel here is held to
+    def _say_limits(self, limits: GradingLimits, kernel: bool) -> None:
+        if KeepGradingWhenKernelDies._said_limits:  # once per process: what every submission here is held to
+            return
+        if kernel:
             log = self.log.info if limits.contained() else self.log.warning
             log("Grading kernels: %s", limits.describe())
-            KeepGradingWhenKernelDies._said_limits = True
+        else:
+            self.log.info("Grading kernels: %s", limits.describe_without_kernel())
+        KeepGradingWhenKernelDies._said_limits = True
+
+    def preprocess(self, nb, resources=None, km=None):
+        resources = resources if resources is not None else {}
+        info = resources.get("nbgrader", {})
+        student = info.get("student")
+        limits = GradingLimits(parent=self)
+        if self.run_cells == "when-needed" and trusted_decides(info):
+            self._say_limits(limits, kernel=False)
+            return nb, resources  # nothing runs: the trusted verdicts are the grade, and all of it
+        self._say_limits(limits, kernel=True)
         watch = None if limits.contained() else CourseWatch(Path.cwd())
         self._cap = OutputCap(self.max_stream_chars, self.max_output_chars)
         try:
@@ -241,6 +302,7 @@ class KeepGradingWhenKernelDies(Execute):
                             {"output_type": "error", "ename": "DeadKernelError", "evalue": message, "traceback": []}
                         )
                     ]
+        resources[KERNEL_RAN] = True
         for line in self._cap.report():
             self.log.warning("Output of %s's notebook cut: %s", student, line)
         changes = watch.changes() if watch is not None else []
@@ -264,13 +326,9 @@ class TrustedVerdicts(NbGraderPreprocessor):
 
     def preprocess(self, nb, resources):
         info = resources["nbgrader"]
-        if not _trusted().available():
-            self.log.warning("trusted grading needs os.fork; %s keeps the notebook's own verdicts", info["notebook"])
-            return nb, resources
-        try:
-            manifest.lesson(info["assignment"])
-        except KeyError:
-            self.log.warning("%s is not a lesson of this course: its notebook's verdicts are kept", info["assignment"])
+        if not trusted_decides(info):
+            why = "trusted grading needs os.fork" if not _trusted().available() else "it is not a lesson of this course"
+            self.log.warning("%s: %s, so the notebook's own verdicts are kept", info["assignment"], why)
             return nb, resources
         grader = trusted_grader()
         changed = grader.restore_files()
@@ -281,9 +339,13 @@ class TrustedVerdicts(NbGraderPreprocessor):
         grading = grader.grade(nb, info["assignment"], limits=limits)
         for cell in nb.cells:
             verdict = grading.verdicts.get(grade_id(cell))
+            if verdict is None and _is_test_cell(cell):  # nbgrader would score a cell without an error as passed
+                verdict = _trusted().Verdict(False, "the grader reached no verdict for this test cell.", grade_id(cell))
             if verdict is None:
                 continue
-            kernel_passed = not any(o.get("output_type") == "error" for o in cell.get("outputs", []))
+            kernel_passed = resources.get(KERNEL_RAN) and not any(
+                o.get("output_type") == "error" for o in cell.get("outputs", [])
+            )
             message = verdict.message
             if kernel_passed and not verdict.passed:
                 message += (
@@ -297,6 +359,11 @@ class TrustedVerdicts(NbGraderPreprocessor):
             flag_submission(info)
             self.log.warning("Submission of %s flagged: %s", info.get("student"), "; ".join(problems))
         return nb, resources
+
+
+def _is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 def _output(passed: bool, exercise: str, message: str):
@@ -320,6 +387,24 @@ class WrapLongLines(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
         return nb, resources
+
+
+class InlineImages(NbGraderPreprocessor):
+    """Markdown references to the repository's images become data: URIs (`images.inline_images`), resolved against
+    the instructor source's folder. An image that is not there is left as a link, with a warning: a course copied
+    without its images/ (a test's, a benchmark's) still generates, and `make release` names the missing file."""
+
+    def preprocess(self, nb, resources):
+        from course_lib.workflow.images import MissingImageError, inline_images
+
+        base = Path(resources.get("metadata", {}).get("path") or ".")
+        inlined = copy.deepcopy(nb)
+        try:
+            inline_images(inlined, base)
+        except MissingImageError as exc:
+            self.log.warning("Diagrams left as links: %s", exc)
+            return nb, resources
+        return inlined, resources
 
 
 class HideHiddenTestTracebacks(NbGraderPreprocessor):

@@ -188,6 +188,28 @@ def _owner(test_id: str, exercises: list[manifest.Exercise]) -> manifest.Exercis
     return max(matches, key=lambda e: len(e.name), default=None)
 
 
+def _warm_up() -> None:
+    """Make this process fit for grading, once, before the first sandbox is forked from it.
+
+    - One torch thread. Every check computes on tiny tensors, where a thread pool only costs: each parallel region
+      waits for threads to wake, which on a busy machine takes milliseconds (measured on a 2-core machine at load 7:
+      lesson 04's `scaled_dot_product_attention` checks took 3.6 s with torch's default 2 threads, 0.16 s with one).
+      Sandboxes already run with one (`sandbox.py`); this is the grader's side of the same calls.
+    - What a sandbox would otherwise do on its first call and cannot: the first optimizer a process makes imports
+      torch's compiler (`torch._dynamo`, hundreds of modules), which asks `tempfile` for a writable folder, and a
+      sandbox under Landlock may write nowhere. Without this, the first submission a process graded lost the points
+      of a check that makes an optimizer (lesson 04's `train_step`) with "No usable temporary directory". Every
+      sandbox forked after this has both the folder's name and the modules.
+    """
+    import tempfile
+
+    import torch
+
+    torch.set_num_threads(1)
+    tempfile.gettempdir()
+    torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+
+
 def _fail_all(grading: Grading, tests: list[str], exercise: str, message: str) -> None:
     for test_id in tests:
         grading.verdicts[test_id] = Verdict(False, message, exercise)
@@ -214,6 +236,7 @@ class TrustedGrader:
             config = (course_root / "nbgrader_config.py",) if course_root is not None else ()
             files = CourseFiles(PACKAGE_DIR, config)
         self.files = files
+        _warm_up()
 
     def restore_files(self) -> list[str]:
         """Put back the course's files a submission changed (`CourseFiles.restore`); what was changed."""

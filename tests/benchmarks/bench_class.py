@@ -1,17 +1,29 @@
-"""A generated class graded twice in the same run: plain sequential `nbgrader autograde` vs the class command.
+"""A generated class graded twice in the same run: stock `nbgrader autograde`, one process, against the course's class
+command (a script that prints figures, not a test).
 
-    .venv/bin/python -m tests.benchmarks.bench_class                                  # 100 per lesson, 2 workers
-    .venv/bin/python -m tests.benchmarks.bench_class --students 20 --baseline e12afe5
+    .venv/bin/python -m tests.benchmarks.bench_class                        # 100 per lesson, lessons 01 and 04
+    .venv/bin/python -m tests.benchmarks.bench_class --students 20 --lessons 04_attention
+    .venv/bin/python -m tests.benchmarks.bench_class --stock-students 20   # stock nbgrader on the first 20 only
 
 For each lesson (01 and 04 by default) it writes N submissions: of every 10, 6 reference answers, 2 with the
 lesson's known mistake (`ONE_WRONG` of the round-trip tests), 1 untouched student version and 1 hostile (the
-known mistake plus code that rewrites the grader on disk and patches it in the kernel). Then, on two copies:
-- sequential: `python -m nbgrader autograde LESSON` in one process, as nbgrader is usually run; with
-  `--baseline REV` it imports `course_lib` and `nbgrader_config.py` as they were at git revision REV;
-- class: `course_lib.workflow.classroom.autograde_parallel` with `--workers` processes (the autograde step of
-  `python -m course_lib class`).
-Both import copies of `course_lib` and use the same per-cell limit. Printed: wall time of each, the median
-seconds per submission (from nbgrader's log), and the speed-up in wall time, with the machine's load.
+known mistake plus code that rewrites the grader on disk and patches it in the kernel). Then, on two copies of the
+course, each importing its own copy of `course_lib`:
+- stock: `python -m nbgrader autograde LESSON` in one process with nbgrader's own preprocessors (a configuration
+  that names the course and nothing else): every cell of every submission runs in a kernel, test cells included,
+  as nbgrader does out of the box. This is the speed of nbgrader itself, not a safe way to grade: there the hostile
+  student's rewrite of the grader does reach the later students' kernels (their checks then pass at once, which
+  only makes the stock figure faster);
+- course: `course_lib.workflow.classroom.autograde_parallel` with `--workers` processes (the autograde step of
+  `python -m course_lib class`) and the course's `notebooks/nbgrader_config.py`.
+Both use the same per-cell time limit. `--stock-students N` grades only the first N submissions (the same mix of
+kinds when N is a multiple of 10) the stock way, where grading all of them would take too long: its wall time is
+then printed as measured for N, its figure for the whole class only as a labelled scaling of that. Printed: the wall
+time of each, the median seconds per submission (from nbgrader's log), the speed-up, how many reference submissions
+got full marks on the course's path, the time the class command's next step (feedback, one process) takes, the
+machine's load before and after, and a projection for a term: 100 submissions of each of the 12 lessons, as 12 times
+the slowest lesson measured (scaled to 100 submissions). `--per-lesson` first prints how long trusted grading takes
+for each lesson's reference answers, in this process, to check that the lessons measured are the slowest.
 """
 
 from __future__ import annotations
@@ -21,18 +33,23 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import nbformat
+from nbgrader.api import Gradebook
 
 from course_lib.workflow.classroom import autograde_parallel, students_to_grade
-from course_lib.workflow.course import REPO_ROOT
-from tests.benchmarks.bench_autograde import _run, autograde, copy_library, export_revision
-from tests.nbtools import ROOT, read, release_path, solved, with_answer
+from course_lib.workflow.course import REPO_ROOT, run_nbgrader
+from tests.benchmarks.bench_autograde import _STAMP, _run, copy_library
+from tests.nbtools import LESSONS, ROOT, grade_id, read, release_path, solved, source_path, with_answer
 from tests.test_nbgrader_roundtrip import HOSTILE_CODE, ONE_WRONG
+
+# nbgrader as it comes: its own preprocessors, a kernel for every submission, every cell run.
+STOCK_CONFIG = 'c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = "transformers-from-scratch"\n'
 
 
 def submissions(lesson: str, n: int) -> dict[str, object]:
@@ -45,17 +62,80 @@ def submissions(lesson: str, n: int) -> dict[str, object]:
     return {f"s{i:03d}_{kinds[i % 10]}": made[kinds[i % 10]] for i in range(n)}
 
 
-def build(folder: Path, lesson: str, config: Path, class_of: dict, command: list[str], env: dict[str, str]) -> None:
+def build(folder: Path, lesson: str, class_of: dict, env: dict[str, str], config: str | None = None) -> None:
+    """A course in `folder` with `lesson` in its gradebook (generated with the course's configuration) and the
+    class submitted; `config`: the nbgrader_config.py text to grade with instead of the course's."""
     folder.mkdir(parents=True)
-    shutil.copy(config, folder / "nbgrader_config.py")
+    shutil.copy(ROOT / "nbgrader_config.py", folder / "nbgrader_config.py")
     shutil.copytree(ROOT / "source" / lesson, folder / "source" / lesson)
-    result = _run(command, ["generate_assignment", lesson, "--force"], folder, env)
+    result = _run([sys.executable, "-m", "nbgrader"], ["generate_assignment", lesson, "--force"], folder, env)
     if result.returncode:
         raise SystemExit(f"generate_assignment failed:\n{result.stderr[-3000:]}")
+    if config is not None:
+        (folder / "nbgrader_config.py").write_text(config, encoding="utf-8")
     for student, nb in class_of.items():
         target = folder / "submitted" / student / lesson
         target.mkdir(parents=True)
         nbformat.write(nb, target / f"{lesson}.ipynb")
+
+
+def autograde(folder: Path, lesson: str, env: dict[str, str], timeout: int) -> tuple[float, list[float]]:
+    """Wall seconds of one stock `nbgrader autograde` of the class in `folder`, and the seconds each submission took
+    in it (from nbgrader's log). No limit on the whole run: a class of 100 took about an hour on a loaded machine."""
+    args = ["autograde", lesson, "--force", "--NbGrader.log_format=%(created).3f %(message)s"]
+    args.append(f"--Execute.timeout={timeout}")
+    full_env = dict(os.environ) | env
+    full_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full_env.get("PATH", "")])
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=folder, env=full_env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - start
+    if result.returncode:
+        raise SystemExit(f"autograde failed:\n{result.stderr[-3000:]}")
+    begun, each = None, []
+    for line in result.stderr.splitlines():
+        match = _STAMP.match(line)
+        if not match:
+            continue
+        stamp, message = float(match.group(1)), match.group(2)
+        if message.startswith("Creating/updating student"):
+            begun = stamp
+        elif message.startswith("Setting destination file permissions") and begun is not None:
+            each.append(stamp - begun)
+            begun = None
+    return wall, each
+
+
+def full_marks(course: Path, lesson: str, students: list[str]) -> int:
+    """How many of `students` got every point of `lesson`."""
+    count = 0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for student in students:
+            nb = gb.find_submission_notebook(lesson, lesson, student)
+            count += nb.score == nb.max_score and nb.max_score > 0
+    return count
+
+
+def per_lesson() -> None:
+    """Seconds trusted grading takes for each lesson's reference answers (median of 3), in this process."""
+    from course_lib.workflow.trusted import TrustedGrader
+
+    grader = TrustedGrader()
+    print("trusted grading of each lesson's reference answers (this process, median of 3):", flush=True)
+    for lesson in LESSONS:
+        nb = solved(lesson)
+        hidden = {grade_id(c): c.source for c in read(source_path(lesson)).cells if grade_id(c)}
+        for cell in nb.cells:  # the hidden tests, as nbgrader puts them back before grading
+            if (grade_id(cell) or "").startswith("test_"):
+                cell.source = hidden[grade_id(cell)]
+        seconds = []
+        for _ in range(3):
+            start = time.perf_counter()
+            grading = grader.grade(nb, lesson)
+            seconds.append(time.perf_counter() - start)
+        passed = all(v.passed for v in grading.verdicts.values())
+        print(f"  {lesson:28}{statistics.median(seconds):6.2f} s{'' if passed else '  (NOT all passed)'}", flush=True)
 
 
 def main() -> None:
@@ -63,45 +143,78 @@ def main() -> None:
     parser.add_argument("--lessons", nargs="+", default=["01_tokenization", "04_attention"])
     parser.add_argument("--students", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=int, default=60)
-    parser.add_argument("--baseline", help="git revision for the sequential path's course_lib and config")
+    parser.add_argument("--timeout", type=int, default=60, help="per-cell time limit (seconds), both paths")
+    parser.add_argument("--stock-students", type=int, help="grade only the first N submissions with stock nbgrader")
+    parser.add_argument("--per-lesson", action="store_true", help="first time trusted grading of every lesson")
     args = parser.parse_args()
+    n_stock = min(args.stock_students or args.students, args.students)
+    load_before = os.getloadavg()
+    if args.per_lesson:
+        per_lesson()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-class-") as tmp:
         tmp = Path(tmp)
-        library = copy_library(REPO_ROOT, tmp / "current")
-        if args.baseline:
-            old = export_revision(args.baseline, tmp / "baseline")
-            seq_env, seq_config = {"PYTHONPATH": str(old)}, old / "notebooks" / "nbgrader_config.py"
-        else:
-            seq_env, seq_config = {"PYTHONPATH": str(library)}, ROOT / "nbgrader_config.py"
-        plain = [sys.executable, "-m", "nbgrader"]
         for lesson in args.lessons:
             class_of = submissions(lesson, args.students)
-            build(tmp / f"seq-{lesson}", lesson, seq_config, class_of, plain, seq_env)
-            new_env = {"PYTHONPATH": str(library)}
-            build(tmp / f"par-{lesson}", lesson, ROOT / "nbgrader_config.py", class_of, plain, new_env)
-            wall_seq, each_seq = autograde(
-                tmp / f"seq-{lesson}", lesson, [*plain], seq_env, [f"--Execute.timeout={args.timeout}"]
-            )
-            print(f"{lesson} sequential: {wall_seq:.0f} s", flush=True)
-            course = tmp / f"par-{lesson}"
-            start = time.perf_counter()
-            result = autograde_parallel(course, lesson, students_to_grade(course, lesson), args.workers, args.timeout)
-            wall_par = time.perf_counter() - start
-            print(f"{lesson} class command: {wall_par:.0f} s, failed: {result.failed or 'none'}", flush=True)
-            rows.append((lesson, wall_seq, wall_par, each_seq, list(result.each.values())))
+            # Each path imports its own copy: stock nbgrader lets the hostile student rewrite the one it uses.
+            stock_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-stock-{lesson}"))}
+            course_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-course-{lesson}"))}
+            stock_class = dict(list(class_of.items())[:n_stock])
+            build(tmp / f"stock-{lesson}", lesson, stock_class, stock_env, STOCK_CONFIG)
+            course = tmp / f"course-{lesson}"
+            build(course, lesson, class_of, course_env)
 
-    print(f"\n{platform.node()} · {os.cpu_count()} cores · load {os.getloadavg()[0]:.2f} at the end")
-    print(f"{args.students} submissions per lesson; class command with {args.workers} workers")
-    baseline = f" (course_lib at {args.baseline})" if args.baseline else ""
-    print(f"sequential = one `python -m nbgrader autograde`{baseline}")
-    print(f"{'lesson':18}{'seq wall':>10}{'class wall':>12}{'speed-up':>10}{'seq/sub':>9}{'class/sub':>11}")
-    for lesson, wall_seq, wall_par, each_seq, each_par in rows:
+            wall_stock, each_stock = autograde(tmp / f"stock-{lesson}", lesson, stock_env, args.timeout)
+            print(f"{lesson} stock nbgrader: {wall_stock:.0f} s for {n_stock} submissions", flush=True)
+
+            start = time.perf_counter()  # each worker imports a copy of course_lib of its own (classroom.py)
+            result = autograde_parallel(course, lesson, students_to_grade(course, lesson), args.workers, args.timeout)
+            wall_course = time.perf_counter() - start
+            start = time.perf_counter()  # the class command's next step (one process), for the whole picture
+            feedback = run_nbgrader(["generate_feedback", lesson, "--force"], course, env=course_env)
+            wall_feedback = time.perf_counter() - start
+            if feedback.returncode:
+                raise SystemExit(f"generate_feedback failed:\n{feedback.stderr[-3000:]}")
+            reference = [s for s in class_of if s.endswith("_full")]
+            got_full = full_marks(course, lesson, reference)
+            print(f"{lesson} course: {wall_course:.0f} s, failed: {result.failed or 'none'}", flush=True)
+            each_course = list(result.each.values())
+            rows.append((lesson, wall_stock, wall_course, each_stock, each_course, got_full, reference, wall_feedback))
+
+    load_after = os.getloadavg()
+    print(f"\n{platform.node()} · {os.cpu_count()} cores · {args.students} submissions per lesson")
+    if n_stock < args.students:
+        print(f"stock nbgrader graded only the first {n_stock} of them; its figures for {args.students} and the")
+        print(f"speed-up are its measured time × {args.students}/{n_stock} (scaled, not measured)")
+    print(f"load (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}")
+    print(f"load (1/5/15 min) after:  {' '.join(f'{x:.2f}' for x in load_after)}")
+    print("stock = one `python -m nbgrader autograde`, nbgrader's own preprocessors; course = the class command's")
+    print(f"autograde with {args.workers} workers and notebooks/nbgrader_config.py")
+    stock_scale = args.students / n_stock
+    print(
+        f"{'lesson':18}{f'stock wall ({n_stock})':>17}{f'stock, {args.students}':>13}{'course wall':>12}"
+        f"{'speed-up':>10}{'stock/sub':>10}{'course/sub':>11}"
+    )
+    for lesson, wall_stock, wall_course, each_stock, each_course, *_ in rows:
+        scaled = "" if stock_scale == 1 else " (scaled)"
         print(
-            f"{lesson:18}{wall_seq:9.0f}s{wall_par:11.0f}s{wall_seq / wall_par:9.2f}×"
-            f"{statistics.median(each_seq):8.1f}s{statistics.median(each_par):10.1f}s"
+            f"{lesson:18}{wall_stock:16.0f}s{wall_stock * stock_scale:12.0f}s{wall_course:11.0f}s"
+            f"{wall_stock * stock_scale / wall_course:9.1f}×"
+            f"{statistics.median(each_stock):9.2f}s{statistics.median(each_course):10.2f}s{scaled}"
         )
+    for lesson, *_, got_full, reference, wall_feedback in rows:
+        print(f"{lesson}: {got_full} of {len(reference)} reference submissions got full marks on the course's path")
+        print(f"{lesson}: the class's feedback (generate_feedback, one process) took {wall_feedback:.0f} s")
+    scale = 100 / args.students
+    slowest = max(rows, key=lambda r: r[2])
+    stock_slowest = max(rows, key=lambda r: r[1])
+    print(
+        f"projected autograde for 100 submissions × 12 lessons (12 × the slowest lesson measured, scaled to 100): "
+        f"course {12 * slowest[2] * scale / 60:.0f} min ({slowest[0]}), "
+        f"stock nbgrader {12 * stock_slowest[1] * 100 / n_stock / 60:.0f} min ({stock_slowest[0]}, from {n_stock} "
+        f"submissions); "
+        f"the course's feedback adds {12 * max(r[-1] for r in rows) * scale / 60:.0f} min"
+    )
 
 
 if __name__ == "__main__":
