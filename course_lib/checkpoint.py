@@ -1,9 +1,10 @@
 """Lesson 11 — checkpoints that survive a crash, and a resume that continues exactly where the run stopped.
 
 A Colab session can disconnect at any moment, also in the middle of writing a checkpoint. So a checkpoint is
-written to a temporary file next to the target, flushed to disk, and only then renamed over the old one
-(``os.replace`` is atomic): at every instant the path holds either the old complete checkpoint or the new
-complete one, never half of one.
+written to a temporary file next to the target, flushed to disk, and only then renamed over the old one with
+``os.replace``: within one file system that rename is atomic (POSIX ``rename``), so at every instant the path holds
+either the old complete checkpoint or the new complete one, never half of one. Across file systems ``os.replace``
+raises OSError (EXDEV) rather than copying: hence the temporary file in the target's own folder.
 
 To continue *exactly* as the uninterrupted run would, a checkpoint holds everything the next step depends on:
 the model's weights, the optimizer's moments, the GradScaler's scale (fp16), the step number (the learning
@@ -57,7 +58,8 @@ def set_rng_state(state: dict) -> None:
 def save_checkpoint(path: str | os.PathLike, state: dict) -> Path:
     """Write `state` (a dict of tensors, numbers, strings, lists, dicts) to `path` atomically.
 
-    Writes ``.<name>.tmp-<pid>`` in the same folder (a rename is only atomic within one file system),
+    Writes ``.<name>.tmp-<pid>`` in the same folder (os.replace renames atomically within one file system, and
+    fails across two),
     flushes it to disk, renames it over `path`, then flushes the folder entry. If anything fails on the way,
     the temporary file is removed and `path` still holds the previous checkpoint.
     """

@@ -310,6 +310,7 @@ LESSONS: tuple[Lesson, ...] = (
         exercises=(
             Exercise("grad_accum_steps"),
             Exercise("estimate_mfu"),
+            Exercise("training_step"),
             Exercise("rank_batch", references=("course_lib.train_data.rank_batch",)),
         ),
     ),

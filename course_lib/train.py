@@ -2,19 +2,20 @@
 
     cosine_lr(step, ...)           learning rate: linear warm-up, then a cosine decay to min_lr (lesson 10)
     grad_accum_steps(...)          how many micro-batches add up to the batch size we want (lesson 11)
+    training_step(model, micro_batches, optimizer, ...)   one optimizer step, the loop's (lesson 11)
     estimate_mfu(...)              model FLOPs utilisation: the fraction of the GPU's peak we use (lesson 11)
-    rank_batch(...)                the block of tokens one of several processes trains on (lesson 11; it lives in
-                                   train_data, with the loader that uses it, and is imported here so that the
-                                   lesson's three exercises have their references in one module, its `ref`)
+    rank_batch(...)                the block of tokens one of several processes trains on (lesson 11; defined in
+                                   train_data, by the loader that uses it, re-exported for the lesson's `ref`)
     PEAK_FLOPS, peak_flops(...)    dense bf16/fp16 tensor-core peaks of common GPUs (train_setup, re-exported)
-    TrainConfig, train(model, config, on_log=...)      the loop itself
+    TrainConfig, train(model, config, on_log=...)      the loop itself (TrainConfig: train_setup, re-exported)
     time_the_loop(model, config)   a few steps of the loop, timed, and the model put back: what plans a run
 
 `train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (GPT-2, the CharGPT of lesson 09).
-One optimizer step: `grad_accum_steps` micro-batches, each forward under autocast (bf16 / fp16 / fp32 chosen
-from the device, see train_setup), loss / accum backward (through a GradScaler for fp16), gradient clipping,
-the schedule's learning rate, AdamW. Every step is logged with tokens/s and MFU; evaluation, samples and
-checkpoints come at intervals; a time budget stops the run cleanly (with a checkpoint) before Colab would.
+One optimizer step is `training_step`: `grad_accum_steps` micro-batches, each forward under autocast (bf16 /
+fp16 / fp32 chosen from the device, see train_setup), loss / accum backward (through a GradScaler for fp16),
+gradient clipping, AdamW at the schedule's learning rate. Every step is logged with tokens/s and MFU;
+evaluation, samples and checkpoints come at intervals; a time budget stops the run cleanly (with a checkpoint)
+before Colab would.
 
 Several GPUs: start the same command under ``torchrun --nproc_per_node=N``. Each process reads its own
 block of every batch (ShardLoader), PyTorch's DistributedDataParallel averages the gradients during the last
@@ -26,12 +27,13 @@ Shape legend: B micro-batch rows, T time (seq_len), V vocabulary.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -41,11 +43,11 @@ from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from course_lib.generate import sample_next_token
 from course_lib.train_data import ShardLoader, rank_batch, read_header
-from course_lib.train_setup import PEAK_FLOPS, gpu_model, peak_flops  # where a GPU's peak is looked up
+from course_lib.train_setup import PEAK_FLOPS, TrainConfig, gpu_model, peak_flops  # re-exported
 
 # rank_batch is lesson 11's third exercise, re-exported from train_data (see the docstring).
 __all__ = ["PEAK_FLOPS", "TrainConfig", "cosine_lr", "estimate_mfu", "grad_accum_steps", "peak_flops", "rank_batch"]
-__all__ += ["evaluate", "gpu_model", "main", "sample", "time_the_loop", "train"]
+__all__ += ["evaluate", "gpu_model", "main", "sample", "time_the_loop", "train", "training_step"]
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -102,6 +104,52 @@ def estimate_mfu(
     return flops_per_token * tokens_per_second / peak_flops
 
 
+def training_step(
+    model: nn.Module,
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None = None,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    clip_norm: float = 1.0,
+    *,
+    no_sync: Callable[[], contextlib.AbstractContextManager] | None = None,
+    stats: dict | None = None,
+) -> float:
+    """Lesson 11, exercise `training_step`: one optimizer step over `micro_batches` (x, y pairs, each (B, T));
+    returns their mean loss, a float read with one `.item()` at the end (each `.item()` waits for the GPU).
+
+    `optimizer.zero_grad(set_to_none=True)` once; per micro-batch `with autocast(): _, loss = model(x, y)`, the
+    loss divided by `len(micro_batches)` (gradients add up across backward calls: to the mean's), backward
+    (through `scaler.scale(loss)` with a scaler, for fp16). Then `scaler.unscale_(optimizer)` if a scaler,
+    `clip_grad_norm_(model.parameters(), clip_norm)`, and `scaler.step(optimizer); scaler.update()` (the step
+    is skipped if the gradients overflowed) or `optimizer.step()`. The course's loop also passes `no_sync` (DDP
+    averages across processes in the last micro-batch's backward only) and `stats` ("grad_norm": before clipping).
+    """
+    if not micro_batches:
+        raise ValueError("`micro_batches` is empty: a step needs at least one (x, y) pair")
+    optimizer.zero_grad(set_to_none=True)  # once: the micro-batches' gradients add up from here
+    losses = []  # each micro-batch's share of the mean loss, kept as tensors: no wait for the GPU in the loop
+    for i, (x, y) in enumerate(micro_batches):
+        last = i == len(micro_batches) - 1
+        with no_sync() if no_sync is not None and not last else contextlib.nullcontext():
+            with autocast():
+                _, loss = model(x, y)
+            loss = loss / len(micro_batches)  # the gradients of the micro-batches add up to the mean's
+            losses.append(loss.detach().float())
+            (scaler.scale(loss) if scaler is not None else loss).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)  # the norm before clipping
+    if scaler is not None:
+        scaler.step(optimizer)  # skipped when the gradients overflowed; the scale is then lowered
+        scaler.update()
+    else:
+        optimizer.step()
+    if stats is not None:
+        stats["grad_norm"] = grad_norm
+    return sum(losses).item()  # the shares add up to the mean; .item() waits for the GPU, once
+
+
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
     """(n_layers, n_heads, d_head) for the MFU formula: the modules that have `n_heads` and `d_head`."""
     layers = [m for m in model.modules() if hasattr(m, "n_heads") and hasattr(m, "d_head")]
@@ -111,53 +159,6 @@ def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
 # ------------------------------------------------------------------------------------------------------------
 # The loop
 # ------------------------------------------------------------------------------------------------------------
-
-# Settings a resumed run may change: they do not alter what the next training steps compute (data_dir: the
-# same shards may have moved, e.g. to Google Drive; the header and shard sizes are checked again on resume).
-RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
-RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
-RESUMABLE_CHANGES |= {"peak_flops"}
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything `train` needs besides the model (lesson 11)."""
-
-    data_dir: str  # a folder prepared by train_data (shards.json + .bin shards)
-    micro_batch_size: int = 8  # B: rows per forward pass and process
-    seq_len: int = 256  # T: tokens per row
-    total_batch_tokens: int | None = None  # tokens per optimizer step, all processes; None: one micro-batch
-    max_steps: int = 100  # optimizer steps of the whole run
-    warmup_steps: int = 10  # linear warm-up of the learning rate
-    max_lr: float = 6e-4
-    min_lr: float = 6e-5  # the cosine decays to this at max_steps
-    weight_decay: float = 0.1  # on matrices only
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
-    eval_interval: int = 50  # evaluate every this many steps (and after the last); 0 = never
-    eval_batches: int = 10  # micro-batches of "val" per evaluation
-    sample_interval: int = 0  # print a sample every this many steps; 0 = never
-    sample_tokens: int = 32
-    sample_prompt: str = "\n"
-    checkpoint_path: str | None = None  # None: no checkpoints
-    checkpoint_interval: int = 0  # save every this many steps; 0 = only at the end (or when the budget runs out)
-    max_time_s: float | None = None  # time budget: stop cleanly after this many seconds
-    precision: str = "auto"  # "auto" (from the device), "bf16", "fp16", "fp32"
-    compile: bool = False  # torch.compile the model (GPU; the first steps are slow while it compiles)
-    peak_flops: float | None = None  # FLOP/s that MFU is measured against; None: the GPU's, from PEAK_FLOPS
-    device: str = "auto"
-    seed: int = 1337
-    extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
-
-    def __post_init__(self):
-        _checks.positive_ints(micro_batch_size=self.micro_batch_size, seq_len=self.seq_len, max_steps=self.max_steps)
-        if self.warmup_steps >= self.max_steps:
-            raise ValueError(f"`warmup_steps`={self.warmup_steps} must be smaller than `max_steps`={self.max_steps}")
-        for name in ("eval_interval", "sample_interval", "checkpoint_interval"):
-            _checks.int_between(name, getattr(self, name), 0, note="0 = never")
-        _checks.one_of("precision", self.precision, ("auto", *train_setup.PRECISIONS))
-        if self.peak_flops is not None:
-            _checks.positive_number("peak_flops", self.peak_flops)
 
 
 def _all_mean(value: torch.Tensor, dist: train_setup.Distributed) -> torch.Tensor:
@@ -199,7 +200,12 @@ def sample(model: nn.Module, prompt_ids: list[int], n_tokens: int, context: int,
 
 
 def train(
-    model: nn.Module, config: TrainConfig, *, on_log: Callable[[dict], None] | None = None, resume: bool = False
+    model: nn.Module,
+    config: TrainConfig,
+    *,
+    on_log: Callable[[dict], None] | None = None,
+    resume: bool = False,
+    step_fn: Callable[..., float] | None = None,
 ) -> list[dict]:
     """Train `model` as `config` says; returns the log records (rank 0) and passes each to `on_log` as it comes.
 
@@ -207,6 +213,9 @@ def train(
     {"kind": "eval", "step", "val_loss"}, {"kind": "sample", "step", "text"}, {"kind": "checkpoint", ...}; each
     also has "elapsed_s", the seconds since `train` was called, taken when the record was made.
     With `resume`, training continues from `config.checkpoint_path` (if it exists) exactly where it stopped.
+    Each optimizer step is `training_step`, or `step_fn` (lesson 11 runs the loop on the learner's own
+    `training_step`): it is called with the exercise's arguments only, so its records have no "grad_norm" (None)
+    and, with several processes, every micro-batch's gradients are averaged (correct, but slower than no_sync).
     """
     cfg, started, records = config, time.perf_counter(), []
     dist = train_setup.distributed_from_env()
@@ -233,7 +242,7 @@ def train(
     start_step = 0
     if resume and cfg.checkpoint_path and Path(cfg.checkpoint_path).exists():
         state = load_checkpoint(cfg.checkpoint_path)  # on the CPU: RNG states must stay there
-        _check_resumable(state["config"], cfg, state["world_size"], dist.world_size)
+        train_setup.check_resumable(state["config"], cfg, state["world_size"], dist.world_size)
         raw_model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scaler.load_state_dict(state["scaler"])
@@ -259,13 +268,18 @@ def train(
         if dist.is_main and cfg.checkpoint_path:
             state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": next_step}
             state |= {"scaler": scaler.state_dict(), "data": loader.state_dict(), "rng": rngs}
-            state |= {"config": _plain(cfg), "world_size": dist.world_size}
+            state |= {"config": train_setup.plain_config(cfg), "world_size": dist.world_size}
             save_checkpoint(cfg.checkpoint_path, state)
             log({"kind": "checkpoint", "step": next_step, "path": str(cfg.checkpoint_path)})
 
     n_params = sum(p.numel() for p in raw_model.parameters())
     shape = attention_shape(raw_model)
     peak = cfg.peak_flops or peak_flops(train_setup.device_name(device), precision)  # None: no MFU (a CPU)
+    step_args = {  # the step's settings besides model, micro-batches and optimizer; no scaler unless fp16
+        "scaler": scaler if scaler.is_enabled() else None,
+        "autocast": functools.partial(train_setup.autocast, device, precision),
+        "clip_norm": cfg.grad_clip if cfg.grad_clip > 0 else math.inf,  # 0 = no clipping
+    }
     encoding = _encoding(loader.header) if cfg.sample_interval else None
     for step in range(start_step, cfg.max_steps):
         out_of_time = torch.tensor(float(cfg.max_time_s is not None and time.perf_counter() - started > cfg.max_time_s))
@@ -285,26 +299,18 @@ def train(
 
         t0 = time.perf_counter()
         model.train()
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum = torch.zeros((), device=device)
-        for micro in range(accum):
-            x, y = (t.to(device, non_blocking=True) for t in loader.next_batch())
-            last = micro == accum - 1  # DDP averages gradients across processes only in the last backward
-            with model.no_sync() if dist.enabled and not last else contextlib.nullcontext():
-                with train_setup.autocast(device, precision):
-                    _, loss = model(x, y)
-                loss = loss / accum  # the gradients of the micro-batches add up to the mean's gradient
-                loss_sum += loss.detach().float()
-                scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)  # clip the true gradients, not the fp16-scaled ones
-        params = raw_model.parameters()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else math.inf)
         lr = cosine_lr(step, cfg.max_lr, cfg.min_lr, cfg.warmup_steps, cfg.max_steps)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        scaler.step(optimizer)  # skipped when fp16 gradients overflowed; the scale is then lowered
-        scaler.update()
-        loss_value = _all_mean(loss_sum, dist).item()  # .item() waits for the GPU: dt below is real
+        micro_batches = [tuple(t.to(device, non_blocking=True) for t in loader.next_batch()) for _ in range(accum)]
+        stats = {}
+        if step_fn is None:  # the course's step, with DDP's no_sync and the gradient norm for the log
+            no_sync = model.no_sync if dist.enabled else None
+            loss_value = training_step(model, micro_batches, optimizer, **step_args, no_sync=no_sync, stats=stats)
+        else:  # another training_step (the learner's), called exactly as the exercise's contract says
+            loss_value = step_fn(model, micro_batches, optimizer, **step_args)
+        if dist.enabled:  # the mean over all processes' micro-batches
+            loss_value = _all_mean(torch.tensor(float(loss_value), device=device), dist).item()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
@@ -312,7 +318,8 @@ def train(
         mfu = None
         if peak and shape:
             mfu = estimate_mfu(n_params, *shape, cfg.seq_len, tokens_per_s / dist.world_size, peak)
-        record = {"kind": "train", "step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm.item()}
+        grad_norm = stats["grad_norm"].item() if "grad_norm" in stats else None
+        record = {"kind": "train", "step": step, "loss": loss_value, "lr": lr, "grad_norm": grad_norm}
         log(record | {"dt_s": dt, "tokens_per_s": tokens_per_s, "mfu": mfu})
         if cfg.checkpoint_interval and (step + 1) % cfg.checkpoint_interval == 0 and step + 1 < cfg.max_steps:
             save(step + 1)
@@ -354,20 +361,6 @@ def time_the_loop(model: nn.Module, config: TrainConfig, steps: int = 5) -> dict
 
 def _ranks(dist: train_setup.Distributed) -> dict:
     return {"rank": dist.rank, "world_size": dist.world_size}
-
-
-def _plain(cfg: TrainConfig) -> dict:
-    """The config as plain data (lists for tuples), so it loads with weights_only=True and compares after."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
-
-
-def _check_resumable(saved: dict, cfg: TrainConfig, saved_world: int, world: int) -> None:
-    changed = {k: (saved.get(k), v) for k, v in _plain(cfg).items() if k not in RESUMABLE_CHANGES and saved.get(k) != v}
-    if saved_world != world:
-        changed["world_size"] = (saved_world, world)
-    if changed:
-        what = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
-        raise ValueError(f"cannot resume exactly: the checkpoint was made with other settings ({what})")
 
 
 def _encoding(header: dict):

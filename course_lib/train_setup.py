@@ -1,4 +1,5 @@
-"""Lesson 11 — choices the training loop makes from the hardware: device, precision, optimizer, processes.
+"""Lesson 11 — the training loop's settings, and the choices it makes from the hardware: device, precision,
+optimizer, processes.
 
     pick_device()                         "cuda" if a GPU is present, else "mps" on Apple silicon, else "cpu"
     choose_precision("cuda", (8, 0))      bf16 from Ampere on (A100, L4, H100); fp16 on older GPUs (T4 is 7.5),
@@ -9,6 +10,7 @@
     measure_matmul_peak(device, precision)  a peak measured in a few seconds: large matmuls, timed
     find_peak(device, precision)          the datasheet's peak if the GPU is in the table, else a measured one
     plan_steps(budget_s, spent_s, step_s, ...)   how many steps fit a time budget, from measured times
+    TrainConfig                           everything the loop (course_lib.train.train) needs besides the model
 
 Why the precision rule: bf16 keeps fp32's exponent range, so gradients neither overflow nor underflow and no
 loss scaling is needed, but only GPUs of compute capability 8.0 and newer have bf16 tensor cores. On a T4,
@@ -28,7 +30,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
@@ -162,6 +164,75 @@ def init_distributed(dist: Distributed, device_type: str) -> str:
         torch.cuda.set_device(dist.local_rank)
         return f"cuda:{dist.local_rank}"
     return device_type
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The run's settings
+# ------------------------------------------------------------------------------------------------------------
+
+# Settings a resumed run may change: they do not alter what the next training steps compute (data_dir: the
+# same shards may have moved, e.g. to Google Drive; the header and shard sizes are checked again on resume).
+RESUMABLE_CHANGES = {"data_dir", "device", "compile", "checkpoint_path", "checkpoint_interval", "max_time_s"}
+RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sample_tokens", "sample_prompt"}
+RESUMABLE_CHANGES |= {"peak_flops"}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything `course_lib.train.train` needs besides the model (lesson 11)."""
+
+    data_dir: str  # a folder prepared by train_data (shards.json + .bin shards)
+    micro_batch_size: int = 8  # B: rows per forward pass and process
+    seq_len: int = 256  # T: tokens per row
+    total_batch_tokens: int | None = None  # tokens per optimizer step, all processes; None: one micro-batch
+    max_steps: int = 100  # optimizer steps of the whole run
+    warmup_steps: int = 10  # linear warm-up of the learning rate
+    max_lr: float = 6e-4
+    min_lr: float = 6e-5  # the cosine decays to this at max_steps
+    weight_decay: float = 0.1  # on matrices only
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0  # max global gradient norm; 0 = no clipping
+    eval_interval: int = 50  # evaluate every this many steps (and after the last); 0 = never
+    eval_batches: int = 10  # micro-batches of "val" per evaluation
+    sample_interval: int = 0  # print a sample every this many steps; 0 = never
+    sample_tokens: int = 32
+    sample_prompt: str = "\n"
+    checkpoint_path: str | None = None  # None: no checkpoints
+    checkpoint_interval: int = 0  # save every this many steps; 0 = only at the end (or when the budget runs out)
+    max_time_s: float | None = None  # time budget: stop cleanly after this many seconds
+    precision: str = "auto"  # "auto" (from the device), "bf16", "fp16", "fp32"
+    compile: bool = False  # torch.compile the model (GPU; the first steps are slow while it compiles)
+    peak_flops: float | None = None  # FLOP/s that MFU is measured against; None: the GPU's, from PEAK_FLOPS
+    device: str = "auto"
+    seed: int = 1337
+    extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
+
+    def __post_init__(self):
+        _checks.positive_ints(micro_batch_size=self.micro_batch_size, seq_len=self.seq_len, max_steps=self.max_steps)
+        if self.warmup_steps >= self.max_steps:
+            raise ValueError(f"`warmup_steps`={self.warmup_steps} must be smaller than `max_steps`={self.max_steps}")
+        for name in ("eval_interval", "sample_interval", "checkpoint_interval"):
+            _checks.int_between(name, getattr(self, name), 0, note="0 = never")
+        _checks.one_of("precision", self.precision, ("auto", *PRECISIONS))
+        if self.peak_flops is not None:
+            _checks.positive_number("peak_flops", self.peak_flops)
+
+
+def plain_config(cfg: TrainConfig) -> dict:
+    """The config as plain data (lists for tuples), so it loads with weights_only=True and compares after."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()}
+
+
+def check_resumable(saved: dict, cfg: TrainConfig, saved_world: int, world: int) -> None:
+    """ValueError naming each setting of `cfg` that differs from the checkpoint's (`saved`) and would change
+    what the next steps compute (the world size too); RESUMABLE_CHANGES may change."""
+    now = plain_config(cfg)
+    changed = {k: (saved.get(k), v) for k, v in now.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v}
+    if saved_world != world:
+        changed["world_size"] = (saved_world, world)
+    if changed:
+        what = ", ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        raise ValueError(f"cannot resume exactly: the checkpoint was made with other settings ({what})")
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import random
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +38,32 @@ def test_a_crash_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypatc
         save_checkpoint(path, {"step": 2})
     assert path.read_bytes() == good and load_checkpoint(path)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["ck.pt"]
+
+
+def _another_file_system(path: Path) -> Path | None:
+    """A writable folder on another file system than `path`'s (RAM-backed /dev/shm on Linux), or None."""
+    for candidate in (Path("/dev/shm"), Path(tempfile.gettempdir())):
+        if candidate.is_dir() and os.access(candidate, os.W_OK) and candidate.stat().st_dev != path.stat().st_dev:
+            return candidate
+    return None
+
+
+def test_os_replace_fails_across_file_systems_and_does_not_copy(tmp_path):
+    """Lesson 11 says so, and it is why save_checkpoint writes its temporary file next to the checkpoint: a rename
+    is atomic within one file system, and across two it raises (EXDEV) instead of falling back to a copy."""
+    other = _another_file_system(tmp_path)
+    if other is None:
+        pytest.skip("no second writable file system here")
+    target = save_checkpoint(tmp_path / "ck.pt", {"step": 1})
+    with tempfile.NamedTemporaryFile(dir=other, suffix=".pt", delete=False) as f:
+        f.write(b"the new checkpoint")
+    try:
+        with pytest.raises(OSError) as info:
+            os.replace(f.name, target)
+        assert info.value.errno == errno.EXDEV
+        assert load_checkpoint(target)["step"] == 1 and Path(f.name).read_bytes() == b"the new checkpoint"
+    finally:
+        Path(f.name).unlink(missing_ok=True)
 
 
 def test_truncated_or_foreign_files_raise_a_clear_error(tmp_path):

@@ -10,6 +10,7 @@ LESSON = "11_gpt2_training_gpu"
 ACCUM = "grad_accum_steps"
 MFU = "estimate_mfu"
 RANK = "rank_batch"
+STEP = "training_step"
 
 # Right answers, written independently of course_lib.
 GRAD_ACCUM_STEPS = """
@@ -59,7 +60,35 @@ def rank_batch(tokens, micro_step, batch_size, seq_len, rank=0, world_size=1):
     return x, y
 """
 
-KIT = GraderKit(LESSON, grading, {ACCUM: GRAD_ACCUM_STEPS, MFU: ESTIMATE_MFU, RANK: RANK_BATCH})
+TRAINING_STEP = """
+import contextlib
+import torch
+
+def training_step(model, micro_batches, optimizer, scaler=None, autocast=contextlib.nullcontext, clip_norm=1.0):
+    optimizer.zero_grad(set_to_none=True)
+    count = len(micro_batches)
+    total = 0.0
+    for x, y in micro_batches:
+        with autocast():
+            _, loss = model(x, y)
+        loss = loss / count
+        total = total + loss.detach()
+        if scaler is None:
+            loss.backward()
+        else:
+            scaler.scale(loss).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return total.item()
+"""
+
+KIT = GraderKit(LESSON, grading, {ACCUM: GRAD_ACCUM_STEPS, MFU: ESTIMATE_MFU, STEP: TRAINING_STEP, RANK: RANK_BATCH})
 
 _PER_STEP = "    tokens_per_micro_step = micro_batch_size * seq_len * world_size\n"
 _RETURN = "    return steps\n"
@@ -73,7 +102,175 @@ _MFU_RETURN = "    return (weights + attention) * tokens_per_second / peak_flops
 _START = "    start = (micro_step * world_size + rank) * block\n"
 _XY = "    x = chunk[:-1].reshape(batch_size, seq_len)\n    y = chunk[1:].reshape(batch_size, seq_len)\n"
 
+# All forward passes first, one backward on the sum: the same gradients, but every micro-batch's activations at once.
+ONE_BACKWARD = """
+import contextlib
+import torch
+
+def training_step(model, micro_batches, optimizer, scaler=None, autocast=contextlib.nullcontext, clip_norm=1.0):
+    optimizer.zero_grad(set_to_none=True)
+    losses = []
+    for x, y in micro_batches:
+        with autocast():
+            _, loss = model(x, y)
+        losses.append(loss / len(micro_batches))
+    total = sum(losses)
+    (scaler.scale(total) if scaler is not None else total).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    return total.item()
+"""
+
+_BACKWARD = "        if scaler is None:\n            loss.backward()\n        else:\n"
+_BACKWARD += "            scaler.scale(loss).backward()\n"
+_UNSCALE = "    if scaler is not None:\n        scaler.unscale_(optimizer)\n"
+_CLIP = "    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)\n"
+_SCALER_STEP = "        scaler.step(optimizer)\n"
+_FORWARD = "        with autocast():\n            _, loss = model(x, y)\n"
+_STEP_RETURN = "    return total.item()\n"
+
 MISTAKES = [
+    # training_step
+    mistake(
+        STEP,
+        "        loss = loss / count\n",
+        "",
+        ("not divided by the number of micro-batches", "/ len(micro_batches)"),
+        id="step-no-division",
+    ),
+    mistake(
+        STEP,
+        _UNSCALE + _CLIP,
+        _CLIP + _UNSCALE,
+        ("clipped while still scaled", "Unscale first"),
+        id="step-clips-before-unscale",
+    ),
+    mistake(
+        STEP,
+        _FORWARD,
+        "        optimizer.zero_grad()\n" + _FORWARD,
+        "zero_grad was called inside the accumulation loop",
+        id="step-zero-grad-inside-the-loop",
+    ),
+    mistake(STEP, "    optimizer.zero_grad(set_to_none=True)\n", "", "never cleared", id="step-no-zero-grad"),
+    mistake(
+        STEP,
+        _STEP_RETURN,
+        "    optimizer.zero_grad()\n" + _STEP_RETURN,
+        "zero_grad came after the backward passes",
+        also=(("    optimizer.zero_grad(set_to_none=True)\n    count", "    count"),),
+        id="step-zero-grad-after-the-step",
+    ),
+    mistake(
+        STEP,
+        _BACKWARD,
+        _BACKWARD.replace("loss.backward()\n", "loss.backward()\n            optimizer.step()\n"),
+        ("stepped 3 times", "once per micro-batch"),
+        id="step-steps-every-micro-batch",
+    ),
+    mistake(
+        STEP, _BACKWARD, "        loss.backward()\n", "backward() ran on the unscaled loss", id="step-backward-unscaled"
+    ),
+    mistake(
+        STEP,
+        _BACKWARD,
+        "        (scaler.scale(loss) if scaler is not None else loss * count).backward()\n",
+        "not divided by the number of micro-batches",
+        id="step-division-only-with-a-scaler",
+    ),
+    mistake(
+        STEP,
+        _SCALER_STEP,
+        "        optimizer.step()\n",
+        "optimizer.step() was called directly",
+        id="step-optimizer-step-instead-of-scaler-step",
+    ),
+    mistake(
+        STEP,
+        _SCALER_STEP,
+        _SCALER_STEP + "        optimizer.step()\n",
+        "optimizer.step() was called directly",
+        id="step-both-steps",
+    ),
+    mistake(STEP, "        scaler.update()\n", "", "scaler.update() was not called", id="step-no-update"),
+    mistake(STEP, _UNSCALE, "", "scaler.unscale_(optimizer) was not called before clipping", id="step-no-unscale"),
+    mistake(STEP, _CLIP, "", ("were not clipped", "clip_grad_norm_"), id="step-no-clipping"),
+    mistake(
+        STEP,
+        _CLIP,
+        "    torch.nn.utils.clip_grad_value_(model.parameters(), clip_norm)\n",
+        "stepped with gradients of norm",
+        id="step-clips-values",
+    ),
+    mistake(
+        STEP, _FORWARD, "        _, loss = model(x, y)\n", "outside autocast()", id="step-forward-outside-autocast"
+    ),
+    mistake(
+        STEP,
+        _FORWARD,
+        "        with autocast:\n            _, loss = model(x, y)\n",
+        ("with the brackets",),
+        id="step-autocast-not-called",
+    ),
+    mistake(
+        STEP,
+        "autocast=contextlib.nullcontext",
+        "autocast=None",
+        "contextlib.nullcontext",
+        id="step-no-default-autocast",
+    ),
+    mistake(
+        STEP,
+        _UNSCALE,
+        "    scaler.unscale_(optimizer)\n",
+        "only `if scaler is not None`",
+        id="step-scaler-used-when-none",
+    ),
+    mistake(
+        STEP,
+        _STEP_RETURN,
+        "    return total.item() * count\n",
+        "the sum of the micro-batches' losses",
+        id="step-returns-the-sum",
+    ),
+    mistake(
+        STEP,
+        _STEP_RETURN,
+        "    return loss.item() * count\n",
+        "only the last micro-batch's loss",
+        id="step-returns-the-last-loss",
+    ),
+    mistake(
+        STEP,
+        _STEP_RETURN,
+        "    return loss.item()\n",
+        "only the last micro-batch's share",
+        id="step-returns-the-last-share",
+    ),
+    mistake(
+        STEP,
+        _STEP_RETURN,
+        "    return total.item() / count\n",
+        "divided by the number of micro-batches once more",
+        id="step-divides-the-mean-again",
+    ),
+    mistake(STEP, _STEP_RETURN, "    return total\n", "returned a tensor", id="step-returns-a-tensor"),
+    mistake(STEP, _STEP_RETURN, "", "returned None", id="step-returns-nothing"),
+    wrong_answer(STEP, ONE_BACKWARD, "each before the next forward pass", id="step-one-backward-after-all-forwards"),
+    wrong_answer(
+        STEP,
+        "def training_step(model, micro_batches, optimizer, scaler=None, autocast=None, clip_norm=1.0):\n"
+        "    raise NotImplementedError()\n",
+        "not written yet",
+        cases=HIDDEN,
+        id="step-unwritten-on-the-hidden-cases",
+    ),
     # grad_accum_steps
     mistake(
         ACCUM,
@@ -266,6 +463,14 @@ MISTAKES = [
 # Answers that use the course's reference (called, wrapped or imported) earn nothing.
 BORROWED = [
     wrong_answer(
+        STEP,
+        "import contextlib\nfrom course_lib import train as t\n\ndef training_step(model, micro_batches, optimizer, "
+        "scaler=None, autocast=contextlib.nullcontext, clip_norm=1.0):\n    return t.training_step(model, "
+        "micro_batches, optimizer, scaler, autocast, clip_norm)\n",
+        ("course_lib.train.training_step", "earns no points"),
+        id="step-calling-the-reference",
+    ),
+    wrong_answer(
         ACCUM,
         "from course_lib.train import grad_accum_steps\n",
         ("course_lib.train.grad_accum_steps", "earns no points"),
@@ -315,3 +520,32 @@ class TestGraders(LessonGraderTests):
         reference = self.kit.reference_answer(name)
         words = f"is the course's reference `{reference.__module__}.{name}`", f"write `{name}` yourself"
         self.kit.fails(name, reference, *words, "earns no points")
+
+
+def test_an_item_per_micro_batch_is_a_right_answer_too():
+    """Reading each micro-batch's loss with .item() makes the CPU wait, but the mean it returns is right."""
+    code = KIT.variant(STEP, "        total = total + loss.detach()\n", "        total = total + loss.item()\n")
+    code = code.replace("    return total.item()\n", "    return total\n")
+    assert KIT.grade(STEP, code).checks == 8
+
+
+def test_the_visible_cases_are_what_their_comments_say():
+    """Clipping acts in the cases with clip_norm 0.05 and not with 1e3; the scaled loss of 2**127 overflows, so the
+    scaler skips the step and halves the scale; the others step."""
+    import torch
+
+    from course_lib.grading.train_step import CASES
+    from course_lib.grading.train_step_problem import micro_batches, step_problem
+    from course_lib.train import training_step
+
+    for n, B, T, clip, scale, _, seed in CASES:
+        model, optimizer, scaler, _, _ = step_problem(seed, scale)
+        before = [p.detach().clone() for p in model.parameters()]
+        stats = {}
+        training_step(model, micro_batches(n, B, T, seed + 100), optimizer, scaler, clip_norm=clip or 1.0, stats=stats)
+        norm = stats["grad_norm"].item()
+        stepped = not all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+        if scale == 2.0**127:
+            assert not stepped and scaler.get_scale() == 2.0**126
+        else:
+            assert stepped and (norm > clip if clip == 0.05 else norm < clip), (clip, norm)

@@ -11,6 +11,7 @@
     decoding      lessons 07-08: teacher forcing's shifted decoder input, the two conventions for a causal mask
     tensors       lesson 00's PyTorch primer: broadcasting a column against a row, one gradient step
     gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
+    training      lesson 11: the tokens' path through one training step, a checkpoint's save-and-resume cycle
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -46,6 +47,7 @@ from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
 from course_lib.diagrams.position import rope_rotation, sinusoidal_table
 from course_lib.diagrams.tensors import broadcasting, gradient_step
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, token_plus_position, tokenization_pipeline
+from course_lib.diagrams.training import checkpoint_resume_cycle, training_step_data_path
 
 __all__ = [
     "COLOURS",
@@ -75,6 +77,8 @@ __all__ = [
     "mask_conventions",
     "gpt2_architecture",
     "kv_cache_step",
+    "training_step_data_path",
+    "checkpoint_resume_cycle",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -100,6 +104,8 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "mask_conventions": mask_conventions,
     "gpt2_architecture": gpt2_architecture,
     "kv_cache_step": kv_cache_step,
+    "training_step_data_path": training_step_data_path,
+    "checkpoint_resume_cycle": checkpoint_resume_cycle,
 }
 
 

@@ -1,4 +1,5 @@
-"""Graders of lesson 11 — Training GPT-2 on a GPU (`grad_accum_steps`, `estimate_mfu`, `rank_batch`).
+"""Graders of lesson 11 — Training GPT-2 on a GPU (`grad_accum_steps`, `estimate_mfu`, `rank_batch`; the fourth,
+`training_step`, is graded in `course_lib.grading.train_step` and re-exported here).
 
 The recipe is the course's: the from-scratch guard first, expected values from `course_lib.train` computed
 outside the learner's call, and on a mismatch each known mistake recomputed on the same input and named when
@@ -41,8 +42,9 @@ from course_lib.grading.kit.core import (
 )
 from course_lib.grading.kit.diagnose import Variant, find_mistake
 from course_lib.grading.kit.guard import check_definition
+from course_lib.grading.train_step import check_training_step
 
-__all__ = ["check_estimate_mfu", "check_grad_accum_steps", "check_rank_batch"]
+__all__ = ["check_estimate_mfu", "check_grad_accum_steps", "check_rank_batch", "check_training_step"]
 
 
 def _expected_or_error(fn, *args) -> Any:

@@ -87,7 +87,7 @@ def gpu_check_keep_middle(on_log):
             print(f"gpu_check: kept the checkpoint of step {middle}")
 
     return keep"""
-RUN_LINE = "ref.train(model, config, on_log=on_log, resume=ON_GPU)"
+RUN_LINE = "ref.train(model, config, on_log=on_log, resume=ON_GPU, step_fn=STEP)"
 
 
 def missing_packages() -> list[str]:

@@ -150,6 +150,12 @@ def _memorised(match: re.Match[str]) -> str:
     return f"{match.group(1)}{float(match.group(3)) - 0.5:.3f}{match.group(2)}{match.group(3)}"
 
 
+def _longer(match: re.Match[str]) -> str:
+    """The LSTM's seconds set 5 s past what it printed. (Relative, not a fixed value: a fixed 20.0 changed nothing
+    on a run whose LSTM happened to print 20.0.)"""
+    return f"{match.group(1)}{float(match.group(2)) + 5.0:.1f}"
+
+
 def _share(setting: str, value: str):
     t, k = setting.split("/")
     return Break(ORDER, SAMPLES, rf"(?m)^(temperature {re.escape(t)}, top_k {k}: )\d+%", rf"\g<1>{value}%")
@@ -203,7 +209,7 @@ CLAIMS = [
         [
             Break(MARGIN, RACE, r"(?m)^(CharLSTM(?:\s+\S+){4}\s+)\S+", r"\g<1>2.900"),
             Break(MARGIN, RACE, r"(?m)^(bigram(?:\s+\S+){4}\s+)\S+", r"\g<1>1.900"),
-            Break(MARGIN, RACE, r"(?m)^(CharLSTM\s+\S+\s+)\S+", r"\g<1>20.0"),
+            Break(MARGIN, RACE, r"(?m)^(CharLSTM\s+\S+\s+)(\S+)", _longer),
         ],
     ),
     Claim(

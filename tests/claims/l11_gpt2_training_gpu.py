@@ -21,6 +21,8 @@ SAME_GRADIENT = "def accumulated_gradient("
 COUNTER = "with FlopCounterMode(display=False) as counter:"
 EXPECTED = "ASSUMED_MFU = 0.40"
 FP16 = "gradient = torch.tensor(1e-8)"
+CLIP = "loss = ref.training_step(tiny, micro_batches"
+CHOICE = "check_training_step(training_step)  # the visible checks, quietly"
 PLANS = "def gpu_plan("
 READS = "SMOKE_BUDGET_S = 30"
 RUN = "on_log, finish = live_log("
@@ -108,6 +110,25 @@ def c_fp16(nb):
     back = number(text, rf"divided back in fp32: {FLOAT}$", "unscaled")
     require(fp16 == 0, f"in fp16 the gradient 1e-8 underflows to 0: {fp16}")
     require(abs(bf16 - 1e-8) < 1e-10 and abs(back - 1e-8) < 1e-10, f"bf16 and the scaled fp16 keep it: {bf16}, {back}")
+    scaled = number(text, rf"^scaled by 65,536 in fp16: {FLOAT};", "scaled")
+    require(6.5e-4 < scaled < 6.6e-4, f"scaled, it is 6.6e-4 (65,536e-8), well inside fp16's range: {scaled}")
+
+
+def c_clip(nb):
+    text = output(nb, CLIP)
+    before = number(text, rf"^gradient norm before clipping: {FLOAT}$", "norm before")
+    after = number(text, rf"^gradient norm after clipping:\s+{FLOAT} \(clip_norm = 1\.0\)", "norm after")
+    require(before > 2, f"the untrained model's gradient is more than twice too long: {before}")
+    require(after == 1.0, f"the optimizer stepped with a gradient of norm 1.000, clip_norm: {after}")
+
+
+def c_choice(nb):
+    text = output(nb, CHOICE)
+    require(text.strip() == "The training runs below use YOUR training_step (it passed its visible checks).",
+            f"the lesson's own answer passes its checks, so the run uses it:\n{text}")  # fmt: skip
+    run = output(nb, RUN)
+    said = re.search(r"^training with YOUR training_step", run, re.M)
+    require(said, f"and section 8's run says it runs on it:\n{run}")
 
 
 def c_plans(nb):
@@ -214,12 +235,26 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "a gradient of 1e-8 is 0 in fp16, kept in bf16, and kept by fp16 when scaled",
+        "a gradient of 1e-8 is 0 in fp16, kept in bf16, and kept by fp16 when scaled (6.6e-4)",
         c_fp16,
         [
             Break(MARGIN, FP16, r"in fp16: 0 ", "in fp16: 1e-08 "),
             Break(MARGIN, FP16, r"divided back in fp32: \S+$", "divided back in fp32: 0"),
+            Break(MARGIN, FP16, r"(?<=in fp16: )0\.000655", "0.0655"),
         ],
+    ),
+    Claim(
+        "one step of the smoke model: a gradient norm above 2 before clipping, 1.000 after (clip_norm = 1.0)",
+        c_clip,
+        [
+            Break(MARGIN, CLIP, r"(?<=before clipping: )\S+", "1.732"),
+            Break(MARGIN, CLIP, r"(?<=after clipping:  )\S+", "2.451"),
+        ],
+    ),
+    Claim(
+        "the run uses the learner's training_step when it passes its visible checks, and says so",
+        c_choice,
+        [Break(SHOWN, CHOICE, r"YOUR training_step \(it passed", "the reference (it passed")],
     ),
     Claim(
         "each GPU plan's micro-batches add up to 2**17 tokens a step",
