@@ -159,7 +159,9 @@ class RungResult:
     @property
     def curve(self) -> list[tuple[int, float]]:
         """The validation curve, averaged over the seeds (every run is evaluated at the same steps)."""
-        return [(step, statistics.fmean(r.curve[i][1] for r in self.runs)) for i, (step, _) in enumerate(self.runs[0].curve)]
+        return [
+            (step, statistics.fmean(r.curve[i][1] for r in self.runs)) for i, (step, _) in enumerate(self.runs[0].curve)
+        ]
 
 
 def build_rung(rung: Rung, seed: int, baseline: Callable[[], nn.Module] | None = None) -> nn.Module:
@@ -226,10 +228,8 @@ def train_rung(
             run.curve.append((step, estimate_loss(model, *val_windows)))
         if step == n:
             run.val_loss, run.train_s = run.curve[-1][1], clock.seconds
-        if budget_s is None:  # the budget is this run's own time for `steps` steps
-            fits = step < n
-        else:
-            fits = clock.seconds + clock.last_step <= budget_s and step < 2 * n
+        # without a budget, the budget is this run's own time for `steps` steps
+        fits = step < n if budget_s is None else clock.seconds + clock.last_step <= budget_s and step < 2 * n
         if not fits and run.seconds_steps is None:  # the next step would not fit in the budget: measure here
             loss = run.val_loss if step == n else estimate_loss(model, *val_windows)
             run.seconds_steps, run.seconds_val_loss, run.seconds_train_s = step, loss, clock.seconds
@@ -327,7 +327,9 @@ def ladder_chart(results: list[RungResult], title: str = "") -> tuple[plt.Figure
     ax_bars.axvline(results[0].val_loss, color="gray", linestyle="--", linewidth=1)
     ax_bars.set_yticks(list(range(len(results))), labels=[r.label for r in results])
     ax_bars.invert_yaxis()  # the first rung on top, as in the table
-    every = [run.val_loss for r in results for run in r.runs] + [run.seconds_val_loss for r in results for run in r.runs]
+    every = [run.val_loss for r in results for run in r.runs] + [
+        run.seconds_val_loss for r in results for run in r.runs
+    ]
     low, high = min(every), max(every)
     ax_bars.set_xlim(low - 0.1 * (high - low) - 0.02, high + 0.1 * (high - low) + 0.02)
     ax_bars.set(xlabel="validation loss after the run (lower is better); dots: each seed", title="Both budgets")

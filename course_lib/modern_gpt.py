@@ -173,7 +173,7 @@ class ModernGPT(nn.Module):
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         T = idx.shape[1]
-        if T > self.config.context_length:
+        if self.config.context_length < T:
             raise ValueError(f"idx has T={T} positions, more than context_length {self.config.context_length}")
         x = self.tok_emb(idx)  # (B, T, C)
         rope = None

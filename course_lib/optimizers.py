@@ -9,8 +9,8 @@ code of the NanoGPT speedrun) takes the momentum of a matrix's gradient, M = U S
 instead: every direction the gradient points to moves by the same amount, however small its singular value.
 Five iterations of an odd quintic polynomial, X <- a X + b (X X^T) X + c (X X^T)^2 X with (a, b, c) =
 (3.4445, -4.7750, 2.0315) from that post, push the singular values of X = M / ||M|| towards 1 without computing
-the SVD: fast, not exact (every one above 0.003 lands between 0.68 and 1.21; tests/test_optimizers.py). Embeddings, the output head, norms' gains and biases
-are not hidden matrices and keep AdamW.
+the SVD: fast, not exact (every one above 0.003 lands between 0.68 and 1.21; tests/test_optimizers.py).
+Embeddings, the output head, norms' gains and biases are not hidden matrices and keep AdamW.
 
 Shape legend: R rows, K columns of a weight matrix (an nn.Linear weight is (out, in)).
 """

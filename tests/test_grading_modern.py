@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from course_lib.grading import modern as grading
-from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
+from tests.grader_kit import GraderKit, LessonGraderTests, mistake, wrong_answer
 
 LESSON = "12_beyond_gpt2"
 RMS, ROPE, SWIGLU, REPEAT = "rms_norm", "rope_attention", "SwiGLU", "repeat_kv"
@@ -124,7 +124,7 @@ MISTAKES = [
     ),
     mistake(
         ROPE,
-        "scores = scores.masked_fill(blocked, float(\"-inf\"))\n",
+        '    scores = scores.masked_fill(blocked, float("-inf"))\n',
         "",
         "no causal mask",
         id="rope-not-causal",
@@ -153,9 +153,7 @@ MISTAKES = [
         id="swiglu-silu-on-the-value",
     ),
     mistake(SWIGLU, _GATE, "gate = torch.sigmoid(gate)", "original GLU", id="swiglu-sigmoid-gate"),
-    mistake(
-        SWIGLU, _GATE, "gate = torch.nn.functional.gelu(gate)", "GEGLU", id="swiglu-gelu-gate"
-    ),
+    mistake(SWIGLU, _GATE, "gate = torch.nn.functional.gelu(gate)", "GEGLU", id="swiglu-gelu-gate"),
     mistake(SWIGLU, _GATE, "gate = torch.relu(gate)", "ReGLU", id="swiglu-relu-gate"),
     mistake(SWIGLU, _OUT, "return self.w2(gate + up)", "added", id="swiglu-sum-not-product"),
     mistake(SWIGLU, _OUT, "return self.w2(gate)", "value branch w3(x) is missing", id="swiglu-no-value-branch"),
@@ -174,7 +172,7 @@ MISTAKES = [
         also=[
             ("self.w2 = nn.Linear(d_hidden, d_model, bias=bias)", "self.w2 = nn.Linear(d_model, d_hidden, bias=bias)"),
             ("self.w3 = nn.Linear(d_model, d_hidden, bias=bias)", "self.w3 = nn.Linear(d_hidden, d_model, bias=bias)"),
-            ("up = self.w3(x)\n", ""),
+            ("        up = self.w3(x)\n", ""),
         ],
         id="swiglu-w2-and-w3-swapped",
     ),

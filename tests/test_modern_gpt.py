@@ -49,7 +49,10 @@ def test_each_switch_changes_what_it_names():
     assert "blocks.0.attn.q_norm.weight" in names and "blocks.0.attn.k_norm.weight" in names
     untied = ModernGPT(_config(tie_weights=False))
     assert untied.lm_head.weight is not untied.tok_emb.weight
-    assert sum(p.numel() for p in untied.parameters()) == sum(p.numel() for p in ModernGPT(_config()).parameters()) + V * 16
+    assert (
+        sum(p.numel() for p in untied.parameters())
+        == sum(p.numel() for p in ModernGPT(_config()).parameters()) + V * 16
+    )
 
 
 def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -125,8 +128,12 @@ def test_init_modern_scales_the_residual_projections():
 
 @pytest.mark.parametrize(
     ("changes", "word"),
-    [(dict(n_kv_heads=3), "n_kv_heads"), (dict(norm="batch"), "norm"), (dict(d_model=20, n_heads=4, position="rope"),
-     "RoPE"), (dict(mlp="relu"), "mlp")],  # fmt: skip
+    [
+        (dict(n_kv_heads=3), "n_kv_heads"),
+        (dict(norm="batch"), "norm"),
+        (dict(d_model=20, n_heads=4, position="rope"), "RoPE"),
+        (dict(mlp="relu"), "mlp"),
+    ],  # fmt: skip
 )
 def test_config_refuses_what_cannot_be_built(changes, word):
     with pytest.raises(ValueError, match=word):

@@ -85,8 +85,10 @@ def gpt2_vs_modern_block() -> Figure:
     ax.plot([5.95, 5.95], [0.1, 9.0], color="#cccccc", linewidth=1, linestyle=(0, (4, 4)))
     changes = [
         "Changed, each one a rung of the lesson's ladder: LayerNorm → RMSNorm (no mean, no bias);  learned positions →",
-        "RoPE inside attention;  GELU MLP → SwiGLU (same parameters);  fewer key/value heads (grouped-query attention);",
-        "biases dropped;  QK-norm added (OLMo 2, Qwen 3, Gemma 3).  Unchanged: the pre-norm order and the residual stream.",
+        "RoPE inside attention;  GELU MLP → SwiGLU (same parameters);  fewer key/value heads (grouped-query "
+        "attention);",
+        "biases dropped;  QK-norm added (OLMo 2, Qwen 3, Gemma 3).  Unchanged: the pre-norm order and the residual "
+        "stream.",
     ]
     for row, line in enumerate(changes):
         ax.text(0.2, -0.45 - 0.42 * row, line, ha="left", va="center", fontsize=FONT - 1.5, color=INK)

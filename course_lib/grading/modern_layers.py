@@ -51,7 +51,10 @@ def _swiglu_mistakes(state: dict[str, Tensor], x: Tensor) -> list[Variant]:
             lambda: w2(w1 * F.silu(w3)),
             "SiLU is on the wrong branch: the gate is w1 (w2(silu(w1(x)) * w3(x))); w3 is the value, not activated.",
         ),
-        (lambda: w2(F.silu(w1) * F.silu(w3)), "SiLU was applied to both branches: only the gate w1(x) goes through it."),
+        (
+            lambda: w2(F.silu(w1) * F.silu(w3)),
+            "SiLU was applied to both branches: only the gate w1(x) goes through it.",
+        ),
         (lambda: w2(F.silu(w1 * w3)), "SiLU was applied after the product: silu(w1(x)) * w3(x), gate first."),
         (
             lambda: w2(torch.sigmoid(w1) * w3),

@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
     if args.tiny:
         settings = ladder.LadderSettings(steps=args.steps, batch_size=2, warmup_steps=min(30, args.steps // 2),
                                          eval_windows=8, seeds=tuple(args.seeds))  # fmt: skip
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} thread(s); "
-          f"{settings.steps} steps of {settings.batch_size} x {sizes['context_length']}, sizes {sizes}")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, {args.threads} thread(s); "
+        f"{settings.steps} steps of {settings.batch_size} x {sizes['context_length']}, sizes {sizes}"
+    )
     started = time.perf_counter()
     results = ladder.run_ladder(rungs, train_ids, val_ids, settings)
     print(f"({time.perf_counter() - started:.0f} s wall)\n")
