@@ -6,6 +6,7 @@
     LadderSettings    the task's sizes and the training recipe every rung shares
     lr_factor         the schedule: linear warm-up, then 1 / sqrt(step), the same whenever a run stops
     build_rung        a rung's model, its weights drawn from a fixed seed
+    rung_optimizers   its optimizers: AdamW, or Muon for the blocks' matrices and AdamW for the rest
     train_rung        one run, measured after `steps` steps and after a budget of training seconds
     run_ladder        every rung once per seed, the first rung's seconds being everyone's budget
     ladder_table      the results as text; ladder_chart: the same as a picture (fig, axes)
@@ -52,6 +53,7 @@ __all__ = [
     "lr_factor",
     "modern_ladder",
     "run_ladder",
+    "rung_optimizers",
     "train_rung",
 ]
 
@@ -173,7 +175,9 @@ def build_rung(rung: Rung, seed: int, baseline: Callable[[], nn.Module] | None =
     return init_modern(ModernGPT(rung.config))
 
 
-def _optimizers(model: nn.Module, rung: Rung, settings: LadderSettings) -> list[torch.optim.Optimizer]:
+def rung_optimizers(model: nn.Module, rung: Rung, settings: LadderSettings) -> list[torch.optim.Optimizer]:
+    """The rung's optimizers: one AdamW (decay on matrices and embeddings only), or Muon for the blocks' matrices
+    and AdamW for the rest (`optimizers.muon_and_adamw`). Step every one of them each iteration."""
     if rung.optimizer == "muon":
         return muon_and_adamw(model, settings.muon_lr, settings.lr, settings.weight_decay, settings.betas)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -219,7 +223,7 @@ def train_rung(
     n, block_size = settings.steps, val_windows[0].shape[1]
     eval_at = {round(n * (k + 1) / settings.eval_points) for k in range(settings.eval_points)}
     generator = torch.Generator().manual_seed(seed)
-    optimizers = _optimizers(model, rung, settings)
+    optimizers = rung_optimizers(model, rung, settings)
     peaks = [[group["lr"] for group in opt.param_groups] for opt in optimizers]
     run, clock, step = Run(seed, n), _Clock(), 0
     model.train()
