@@ -7,11 +7,13 @@
                         torch.Generator; equal ids with and without the cache
     complete            one prompt as a list of ints -> the new ids as a list of Python ints
 
-Why a cache: without one, every step feeds the whole sequence again and recomputes the keys and values of
-positions that have not changed. With one, the prompt is processed once ("prefill") and each later step feeds
-only the newest token, whose query attends to the stored keys. GPT-2's positions are learned rows of a table of
-`context_length`, so once the sequence outgrows the context the window slides, every position shifts, and the
-cache has to be rebuilt from the cropped window (the results still equal recomputation's).
+Why a cache: without one, every step feeds the whole sequence again and recomputes the keys, values and MLP
+outputs of positions that have not changed. With one, the prompt is processed once ("prefill") and each later
+step feeds only the newest token; its query still reads every stored key and value, so a step's attention grows
+with the sequence, while its projections and MLP cost one position's work. GPT-2's positions are learned rows of a
+table of `context_length`, so once the sequence outgrows the context the window slides, every position shifts,
+and the cache has to be rebuilt from the cropped window (the results still equal recomputation's). A model
+without a cache (lesson 09's GPT, yours) generates by recomputation.
 
 Shape legend: B batch, T time, V vocabulary.
 """
@@ -102,16 +104,18 @@ def generate(
     stop_tokens: Sequence[int] | int | None = None,
     pad_id: int | None = None,
     generator: torch.Generator | None = None,
-    use_cache: bool = True,
+    use_cache: bool | None = None,
 ) -> Tensor:
     """Continue each row of `idx` (B, T0) by up to `max_new_tokens` ids -> (B, T0 + n), n <= max_new_tokens.
 
-    Lesson 10. `model` is a course_lib GPT2 (forward(idx, cache=...) -> (logits, loss), `config.context_length`,
-    `new_cache`); it runs in eval mode and is put back in its former mode afterwards. `greedy` takes the most
-    probable id; otherwise `sample_next_token` draws with temperature / top_k / top_p and `generator`. A row
-    that produces one of `stop_tokens` is finished: later positions get `pad_id` (default: the first stop
-    token), and the loop ends when every row is finished. With use_cache=False every step recomputes the whole
-    (cropped) sequence: the reference the cache is tested against.
+    Lesson 10. `model` is a GPT of lesson 09's contract (forward(idx) -> (logits, loss); its position table
+    `pos_emb` has one row per position of the context) — the course's, yours, or a course_lib GPT2, whose
+    forward also takes `cache=` and which has `new_cache`. It runs in eval mode and is put back in its former mode
+    afterwards. `greedy` takes the most probable id; otherwise `sample_next_token` draws with temperature / top_k /
+    top_p and `generator`. A row that produces one of `stop_tokens` is finished: later positions get `pad_id`
+    (default: the first stop token), and the loop ends when every row is finished. `use_cache`: None uses a KV
+    cache when the model has one (`new_cache`); False recomputes the whole (cropped) sequence at every step, the
+    reference the cache is tested against; True insists on the cache.
     """
     _checks.tensor("idx", idx, "B, T", integer=True)
     _checks.int_between("max_new_tokens", max_new_tokens, 0)
@@ -121,7 +125,12 @@ def generate(
     if pad_id is None:
         pad_id = stops[0] if stops else 0
     _checks.integer("pad_id", pad_id, minimum=0)
-    context = model.config.context_length
+    has_cache = callable(getattr(model, "new_cache", None))
+    if use_cache is None:
+        use_cache = has_cache
+    elif use_cache and not has_cache:
+        raise TypeError(f"use_cache=True needs a model with a KV cache (new_cache); {type(model).__name__} has none")
+    context = model.pos_emb.num_embeddings  # learned positions: the context is the rows of the position table
     B = idx.shape[0]
     stop_tensor = torch.tensor(stops, dtype=idx.dtype, device=idx.device)  # (n_stops,)
     finished = torch.zeros(B, dtype=torch.bool, device=idx.device)  # (B,)

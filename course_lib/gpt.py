@@ -12,6 +12,7 @@ Shape legend: B batch, T time (T <= context_length), C d_model channels, V vocab
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +31,8 @@ class GPT(nn.Module):
     one matrix both embeds a token and scores it as the next one (weight tying). idx (B, T) long -> logits
     (B, T, V), and the mean cross-entropy over all B * T positions when `targets` (B, T) are given.
     `use_sdpa` routes attention through F.scaled_dot_product_attention (the same function, fused kernels).
+    `block` is the block class, called as `block(d_model, n_heads, dropout=dropout)`: lesson 10 passes your lesson 06
+    `TransformerBlock` (any class with its contract and module names).
     """
 
     def __init__(
@@ -42,15 +45,15 @@ class GPT(nn.Module):
         dropout: float = 0.0,
         *,
         use_sdpa: bool = False,
+        block: Callable[..., nn.Module] = TransformerBlock,
     ) -> None:
         super().__init__()
+        options = {"use_sdpa": True} if use_sdpa else {}  # only the course's block takes this option
         self.context_length = context_length
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(context_length, d_model)  # learned positions (lesson 03)
         self.drop = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, dropout=dropout, use_sdpa=use_sdpa) for _ in range(n_layers)
-        )
+        self.blocks = nn.ModuleList(block(d_model, n_heads, dropout=dropout, **options) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)  # pre-LN leaves the stream un-normalised after the last block
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # tied: one (V, C) matrix, counted once

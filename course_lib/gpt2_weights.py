@@ -1,8 +1,9 @@
-"""OpenAI's GPT-2 weights in the course's GPT2, and back (Lesson 10).
+"""OpenAI's GPT-2 weights in the course's GPT (lesson 09's, yours too) or GPT2, and back (Lesson 10).
 
     config_from_hf        our GPT2Config from a Hugging Face `transformers.GPT2Config` (refuses variants we lack)
     hf_config_from        the Hugging Face config for one of our models
-    load_hf_state_dict    copy a Hugging Face GPT-2 state dict into our model (in place)
+    load_gpt2_weights     copy a Hugging Face GPT-2 state dict into a GPT of lesson 09's names, in place (Lesson 10,
+                          exercise): the course's GPT, yours, or a GPT2
     to_hf_state_dict      our model's weights under Hugging Face's names and layouts
     from_hf_model         a Hugging Face GPT2LMHeadModel -> our GPT2 computing the same logits
     to_hf_model           our GPT2 -> a Hugging Face GPT2LMHeadModel computing the same logits
@@ -26,7 +27,7 @@ import socket
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.gpt2 import GPT2, GPT2Config
@@ -34,7 +35,7 @@ from course_lib.gpt2 import GPT2, GPT2Config
 __all__ = [
     "config_from_hf",
     "hf_config_from",
-    "load_hf_state_dict",
+    "load_gpt2_weights",
     "to_hf_state_dict",
     "from_hf_model",
     "to_hf_model",
@@ -133,39 +134,58 @@ def hf_config_from(config: GPT2Config) -> Any:
 
 
 @torch.no_grad()
-def load_hf_state_dict(model: GPT2, state_dict: dict[str, Tensor]) -> GPT2:
-    """Copy a Hugging Face GPT-2 state dict (GPT2LMHeadModel's, or GPT2Model's without the 'transformer.'
-    prefix) into `model`, transposing the Conv1D matrices. Every weight must be present and of the right shape;
-    with vocabulary padding only the first vocab_size rows of the token table are written. Returns `model`."""
-    _checks.instance("model", model, GPT2, "a course_lib.gpt2.GPT2")
+def load_gpt2_weights(model: nn.Module, state_dict: dict[str, Tensor]) -> nn.Module:
+    """Copy a Hugging Face GPT-2 state dict into `model`, in place, and return `model`.
+
+    Lesson 10, exercise `load_gpt2_weights`. `model` is a GPT of lesson 09's contract (`course_lib.gpt.GPT`, your
+    own, or a `course_lib.gpt2.GPT2`): tok_emb, pos_emb, blocks.i.{ln1, attn.qkv, attn.out_proj, ln2, mlp.fc1,
+    mlp.fc2}, ln_f, and lm_head tied to tok_emb. `state_dict` is a `GPT2LMHeadModel`'s (or a `GPT2Model`'s, whose
+    keys lack the "transformer." prefix). The rules:
+    - names follow `weight_names`; the four Conv1D matrices of each block are stored (in, out) and are transposed;
+    - the `attn.bias` / `attn.masked_bias` buffers of older checkpoints (the causal mask) are skipped;
+    - `lm_head.weight` may be absent; present, it must equal `transformer.wte.weight`. It is never copied on its
+      own: the head stays tied to the token table, which gets `wte`;
+    - every weight must be there, and nothing else: ValueError listing what is missing and what is not a weight;
+    - ValueError naming the first key whose shape does not fit, before anything is written;
+    - a GPT2 with vocabulary padding gets `wte` in the first vocab_size rows of its token table.
+    Afterwards `model(idx)[0]` equals the Hugging Face model's logits (up to float32 rounding).
+    """
+    _checks.instance("model", model, nn.Module, "a GPT (lesson 09's names: tok_emb, pos_emb, blocks, ln_f, lm_head)")
     if not isinstance(state_dict, dict):
         raise TypeError(f"state_dict must be a dict of tensors, got {type(state_dict).__name__}")
-    theirs = {k.removeprefix("transformer."): v for k, v in state_dict.items()}
-    head = theirs.pop("lm_head.weight", None)
-    names = _name_map(model.config.n_layers)
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList):
+        raise ValueError("model has no ModuleList `blocks`: load_gpt2_weights needs lesson 09's GPT module names")
+    keys = {k.removeprefix("transformer."): k for k in state_dict}  # Hugging Face's short name -> the key as given
+    head_key = keys.pop("lm_head.weight", None)
+    names = _name_map(len(blocks))
     expected = {hf for _, hf, _ in names}
-    missing = sorted(expected - theirs.keys())
-    unexpected = sorted(k for k in theirs.keys() - expected if not _IGNORED.match(k))
+    missing = sorted(expected - keys.keys())
+    unexpected = sorted(k for k in keys.keys() - expected if not _IGNORED.match(k))
     if missing or unexpected:
         raise ValueError(
-            f"state_dict does not fit a {model.config.n_layers}-layer GPT-2: missing {missing[:5]}"
+            f"state_dict does not fit a {len(blocks)}-layer GPT-2: missing {missing[:5]}"
             f"{' ...' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}"
         )
-    if head is not None and not torch.equal(head, theirs["wte.weight"]):
-        raise ValueError("lm_head.weight differs from transformer.wte.weight; the course's GPT2 ties them")
-    ours = model.state_dict()
-    V = model.config.vocab_size
+    ours = model.state_dict()  # tensors that share the parameters' storage: copying into them loads the model
+    absent = [ours_name for ours_name, _, _ in names if ours_name not in ours]
+    if absent:
+        raise ValueError(f"model has no {absent[0]}: load_gpt2_weights needs lesson 09's GPT module names")
+    rows = model.config.vocab_size if isinstance(model, GPT2) else None  # None: the whole table
     pairs = []  # (source, target): every shape is checked before anything is written
     for our_name, hf_name, transposed in names:
-        source = theirs[hf_name].t() if transposed else theirs[hf_name]
-        target = ours[our_name][:V] if our_name == "tok_emb.weight" else ours[our_name]
+        key = keys[hf_name]
+        source = state_dict[key].t() if transposed else state_dict[key]  # Conv1D (in, out) -> Linear (out, in)
+        target = ours[our_name][:rows] if our_name == "tok_emb.weight" else ours[our_name]
         if source.shape != target.shape:
             wanted = tuple(target.shape)[::-1] if transposed else tuple(target.shape)
             why = f"Conv1D: the transpose of {our_name}'s {tuple(target.shape)}" if transposed else f"for {our_name}"
-            raise ValueError(f"{hf_name} has shape {tuple(theirs[hf_name].shape)} but must be {wanted} ({why})")
+            raise ValueError(f"{key} has shape {tuple(state_dict[key].shape)} but must be {wanted} ({why})")
         pairs.append((source, target))
+    if head_key is not None and not torch.equal(state_dict[head_key], state_dict[keys["wte.weight"]]):
+        raise ValueError(f"{head_key} differs from {keys['wte.weight']}; the model's head is tied to its token table")
     for source, target in pairs:
-        target.copy_(source)  # state_dict tensors share the parameters' storage
+        target.copy_(source)
     return model
 
 
@@ -187,7 +207,7 @@ def to_hf_state_dict(model: GPT2) -> dict[str, Tensor]:
 def from_hf_model(hf_model: Any, **overrides: object) -> GPT2:
     """Our GPT2 with the weights of a Hugging Face GPT2LMHeadModel (overrides: e.g. use_sdpa=True, dropout)."""
     model = GPT2(config_from_hf(hf_model.config, **overrides))
-    return load_hf_state_dict(model, hf_model.state_dict())
+    return load_gpt2_weights(model, hf_model.state_dict())
 
 
 def to_hf_model(model: GPT2) -> Any:

@@ -13,8 +13,9 @@ import platform
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["LessonEnvironment", "autograding", "grade_this_notebook", "start_lesson", "your_code"]
+__all__ = ["LessonEnvironment", "autograding", "grade_this_notebook", "start_lesson", "your_answers", "your_code"]
 
 
 def autograding() -> bool:
@@ -150,3 +151,41 @@ def your_code(*lessons: str):
     from course_lib.workflow.your_code import load_your_code
 
     return load_your_code(*lessons)
+
+
+def your_answers(lesson: str, **answers: Any):
+    """Answers of the lesson you are working in where they pass their visible checks, the references elsewhere.
+
+    `yours = your_answers("10_gpt2", load_gpt2_weights=load_gpt2_weights)`, then `yours.load_gpt2_weights` is your
+    function when its visible check passes it, the course's reference otherwise, and `yours.banner()` says which
+    and why in one line (a `course_lib.workflow.your_code.YourCode`, as `your_code` returns for earlier lessons).
+    While nbgrader grades, every name is the reference. The check runs here, in your kernel, as the visible test
+    cell runs it; its printed verdict is kept out of the output.
+    """
+    import contextlib
+    import importlib
+    import io
+
+    from course_lib import manifest
+    from course_lib.grading import GradingError
+    from course_lib.grading.kit.exercise import resolve
+    from course_lib.workflow.your_code import Choice, YourCode
+
+    entry = manifest.lesson(lesson)
+    grader = importlib.import_module(entry.grader)
+    result = YourCode()
+    for name, answer in answers.items():
+        exercise = next((e for e in entry.exercises if e.names == (name,)), None)
+        if exercise is None:
+            raise ValueError(f"lesson {lesson} has no exercise {name!r} that defines one name")
+        reason = "graded runs use the course's references" if _under_nbgrader() else ""
+        if not reason:
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    getattr(grader, f"check_{exercise.name}")(answer)
+            except GradingError as exc:
+                said = exc.message
+                reason = "not written yet" if "not written yet" in said else f"its visible check says: {said}"
+        result.objects[name] = resolve(exercise.paths[name]) if reason else answer
+        result.choices[name] = Choice(name, lesson, not reason, reason)
+    return result

@@ -247,17 +247,31 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "10_gpt2",
         "GPT-2",
-        modules=("gpt2", "gpt2_weights", "generate", "train", "char_lm", "loss_plots", "plotting"),
+        modules=("gpt2", "gpt2_weights", "gpt", "generate", "train", "char_lm", "loss_plots", "plotting"),
         # `ref` is the model's module; two of the four references live where they are used (generation, the
         # training loop of lesson 11), and each exercise names where its reference is defined.
         references="course_lib.gpt2",
         grader="course_lib.grading.gpt2",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
+        # `load_gpt2_weights` loads into lesson 09's GPT: a graded answer's sandbox has the course's, as the
+        # lesson's kernel has yours.
+        preamble=STANDARD_IMPORTS + "from course_lib.gpt import GPT\n",
         exercises=(
             Exercise(
                 "gpt2_parameter_count",
                 references=("course_lib.gpt2.gpt2_parameter_count",),
                 shortcuts=("course_lib.gpt2.GPT2", "module:transformers"),  # build a model and count
+            ),
+            Exercise(
+                "load_gpt2_weights",
+                references=("course_lib.gpt2_weights.load_gpt2_weights",),
+                shortcuts=(
+                    # The course's other ways to load GPT-2's weights, and its name table: the mapping is the exercise.
+                    "course_lib.gpt2_weights.from_hf_model",
+                    "course_lib.gpt2_weights.from_pretrained",
+                    "course_lib.gpt2_weights.weight_names",
+                    "module:transformers",  # GPT2LMHeadModel and its loading code
+                ),
             ),
             Exercise(
                 "cosine_lr",

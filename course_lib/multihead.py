@@ -173,7 +173,8 @@ class MultiHeadAttention(nn.Module):
     causal or not and takes an extra bool mask (True = keep), combined with the causal one.
 
     Version 4 is the same module with `use_sdpa=True`: attention runs in F.scaled_dot_product_attention
-    (fused kernels, never materialises the weights). Asking for the weights falls back to the explicit path.
+    (a fused kernel, where one applies, never writes the (B, H, T, T) weights to memory; SDPA's math fallback
+    still computes them, it only does not return them). Asking for the weights falls back to the explicit path.
     Lesson 05, exercise `MultiHeadAttention`.
     x: (B, T, d_model), mask: bool broadcastable to (B, H, T, T) -> (B, T, d_model), or (out, weights
     (B, H, T, T)) where weights are exactly what multiplied V (after dropout, as in PyTorch).
@@ -373,14 +374,15 @@ def benchmark_variants(
     n_heads: int = 8,
     repeats: int = 10,
     warmup: int = 2,
-    num_threads: int | None = 1,
+    num_threads: int | None = None,
     seed: int = 0,
 ) -> list[dict]:
     """Median forward time of each causal multi-head variant (same weights) at each sequence length.
 
     Lesson 05, "cost and speed". CPU, inference_mode; `num_threads` is set for the run and restored after
-    (None keeps the current setting). One dict per (variant, seq_len): `median_ms`, `speedup_vs_wrapper`
-    (wrapper time / variant time, same run) and `max_abs_diff` (output vs the wrapper's).
+    (None, the default and what the lesson uses, keeps PyTorch's own choice; a benchmark may pin it). One dict
+    per (variant, seq_len): `median_ms`, `speedup_vs_wrapper` (wrapper time / variant time, same run) and
+    `max_abs_diff` (output vs the wrapper's).
     """
     _checks.positive_ints(batch_size=batch_size, repeats=repeats)
     _checks.int_between("warmup", warmup, 0)

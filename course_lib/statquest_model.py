@@ -110,18 +110,6 @@ def _loader() -> DataLoader:
     return DataLoader(TensorDataset(*statquest_dataset()), batch_size=1, shuffle=False)
 
 
-@contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run on one intra-op thread, then restore the number: on vectors of two numbers, splitting an operation
-    between threads costs more than it saves (seconds per run on a busy machine), and results do not change."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 # Lightning logs its messages through these loggers (lightning_utilities' rank_zero helpers, re-pointed by fabric and
 # then by lightning.pytorch). Among them are tips that advertise Lightning's cloud services ("💡 Tip: For seamless
 # cloud logging ... try installing litlogger", "... litmodels"), printed under every Trainer of the lesson.
@@ -175,7 +163,6 @@ def train_lightning(
     with (
         tempfile.TemporaryDirectory() as root,
         _deterministic_restored(),
-        _one_thread(),
         _without_advertisements(),
         warnings.catch_warnings(),
     ):
@@ -208,14 +195,13 @@ def train_plain(seed: int = 42, epochs: int = 30, lr: float = 0.1) -> DecoderOnl
     model = DecoderOnlyTransformer(lr=lr)
     optimizer = model.configure_optimizers()
     model.train()
-    with _one_thread():
-        for _ in range(epochs):
-            for batch in _loader():
-                loss = model.loss(batch)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                model.loss_history.append(loss.item())
+    for _ in range(epochs):
+        for batch in _loader():
+            loss = model.loss(batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            model.loss_history.append(loss.item())
     return model.eval()
 
 

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from course_lib.generate import complete, generate, sample_next_token, top_k_filter, top_p_filter
+from course_lib.gpt import GPT
 from course_lib.gpt2 import GPT2, GPT2Config
+from tests.learner_gpt import LearnerGPT
 
 
 def _model(seed: int = 0, **overrides) -> GPT2:
@@ -176,3 +178,28 @@ def test_complete_returns_python_ints_without_the_stop_token():
     assert cut == free[: free.index(stop)]
     with pytest.raises(ValueError, match="prompt"):
         complete(model, [], 3)
+
+
+def test_a_model_without_a_cache_generates_by_recomputation():
+    # Lesson 09's GPT (the course's, or a learner's) has no new_cache: generate recomputes the window at every step
+    # and gives the ids the cached GPT2 with the same weights gives, the window sliding past the context (32).
+    cached = _model()
+    plain = GPT(97, 32, 16, 2, 2).eval()
+    plain.load_state_dict(cached.state_dict())
+    prompt = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(2))
+    for options in (dict(greedy=True), dict(temperature=0.9, top_p=0.9)):
+        ids = [generate(m, prompt, 50, generator=torch.Generator().manual_seed(4), **options) for m in (plain, cached)]
+        assert ids[0].shape == (2, 55) and torch.equal(ids[0], ids[1])
+    with pytest.raises(TypeError, match="use_cache=True needs a model with a KV cache"):
+        generate(plain, prompt, 3, use_cache=True)
+
+
+def test_the_context_is_read_from_the_position_table():
+    # A learner's GPT records its context only in its position table (8 rows): every step feeds the last 8 ids.
+    torch.manual_seed(0)
+    model = LearnerGPT(97, 8, 16, 2, 1).eval()
+    out = generate(model, torch.tensor([[1, 2, 3]]), 12, greedy=True)
+    assert out.shape == (1, 15)
+    for t in range(3, 15):
+        window = out[:, max(0, t - 8) : t]
+        assert out[0, t] == model(window)[0][0, -1].argmax(), t

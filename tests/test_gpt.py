@@ -63,6 +63,19 @@ def test_sdpa_computes_the_same_logits():
     assert torch.allclose(plain(idx)[0], fast(idx)[0], atol=1e-5)
 
 
+def test_another_block_class_builds_the_same_model():
+    """Lesson 10 builds this GPT with the learner's TransformerBlock: any class with its contract and names."""
+    from tests.learner_gpt import LearnerBlock
+
+    theirs = _model(block=lambda d_model, n_heads, dropout: LearnerBlock(d_model, n_heads))
+    assert all(type(b) is LearnerBlock for b in theirs.blocks) and theirs.lm_head.weight is theirs.tok_emb.weight
+    ours = _model()
+    assert set(theirs.state_dict()) == set(ours.state_dict())
+    theirs.load_state_dict(ours.state_dict())
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
+    assert torch.allclose(theirs(idx)[0], ours(idx)[0], atol=1e-5)
+
+
 def test_gpt2_is_this_gpt_with_gpt2s_init_and_the_same_state_dict():
     config = GPT2Config.tiny()
     gpt2 = GPT2(config)

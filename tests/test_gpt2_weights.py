@@ -1,8 +1,11 @@
-"""course_lib.gpt2_weights against Hugging Face's GPT2LMHeadModel: same weights, same logits, both directions."""
+"""course_lib.gpt2_weights against Hugging Face's GPT2LMHeadModel: same weights, same logits, both directions; and
+lesson 10's `load_gpt2_weights` (the reference and the lesson's own solution) filling lesson 09's GPT and a GPT
+written as a learner writes it."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 
 import pytest
@@ -11,17 +14,22 @@ from transformers import GPT2Config as HFConfig
 from transformers import GPT2LMHeadModel
 
 from course_lib.generate import generate
+from course_lib.gpt import GPT
 from course_lib.gpt2 import GPT2, GPT2Config
 from course_lib.gpt2_weights import (
     config_from_hf,
     from_hf_model,
     from_pretrained,
-    load_hf_state_dict,
+    load_gpt2_weights,
     pretrained_if_available,
     to_hf_model,
     to_hf_state_dict,
     weight_names,
 )
+from course_lib.workflow.course import grade_id
+from tests.answers import define
+from tests.learner_gpt import LearnerGPT
+from tests.nbtools import read, source_path
 
 
 def _hf_model(seed: int = 0, **sizes) -> GPT2LMHeadModel:
@@ -112,7 +120,7 @@ def test_missing_or_unexpected_keys_are_named():
     del state["transformer.h.1.mlp.c_fc.bias"]
     state["transformer.h.1.attn.c_attn.extra"] = torch.zeros(1)
     with pytest.raises(ValueError, match=r"missing \['h.1.mlp.c_fc.bias'\], unexpected \['h.1.attn.c_attn.extra'\]"):
-        load_hf_state_dict(GPT2(GPT2Config.tiny()), state)
+        load_gpt2_weights(GPT2(GPT2Config.tiny()), state)
 
 
 def test_wrong_shapes_and_untied_heads_are_refused():
@@ -122,19 +130,19 @@ def test_wrong_shapes_and_untied_heads_are_refused():
     with pytest.raises(
         ValueError, match=r"wte.weight has shape \(97, 16\) but must be \(97, 32\) \(for tok_emb.weight\)"
     ):
-        load_hf_state_dict(narrow, state)
+        load_gpt2_weights(narrow, state)
     assert all(torch.equal(v, before[k]) for k, v in narrow.state_dict().items())  # nothing half-loaded
     state32 = _hf_model(n_embd=32).state_dict()
     state32["transformer.h.1.attn.c_attn.weight"] = state32["transformer.h.1.attn.c_attn.weight"].t()
     with pytest.raises(
         ValueError, match=r"c_attn.weight has shape \(96, 32\) but must be \(32, 96\) \(Conv1D: the transpose"
     ):
-        load_hf_state_dict(narrow, state32)
+        load_gpt2_weights(narrow, state32)
     state["lm_head.weight"] = state["lm_head.weight"] + 1.0
-    with pytest.raises(ValueError, match="ties them"):
-        load_hf_state_dict(GPT2(GPT2Config.tiny()), state)
+    with pytest.raises(ValueError, match="tied to its token table"):
+        load_gpt2_weights(GPT2(GPT2Config.tiny()), state)
     with pytest.raises(TypeError, match="state_dict"):
-        load_hf_state_dict(GPT2(GPT2Config.tiny()), [1, 2])
+        load_gpt2_weights(GPT2(GPT2Config.tiny()), [1, 2])
 
 
 def test_old_checkpoints_mask_buffers_and_a_bare_gpt2model_load():
@@ -142,7 +150,7 @@ def test_old_checkpoints_mask_buffers_and_a_bare_gpt2model_load():
     state = {k.removeprefix("transformer."): v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
     state["h.0.attn.bias"] = torch.ones(1, 1, 32, 32).tril()  # as stored by transformers < 4.31
     state["h.0.attn.masked_bias"] = torch.tensor(-1e4)
-    ours = load_hf_state_dict(GPT2(GPT2Config.tiny()).eval(), state)
+    ours = load_gpt2_weights(GPT2(GPT2Config.tiny()).eval(), state)
     idx = torch.randint(0, 97, (1, 10))
     assert torch.allclose(_logits(ours, idx), _logits(hf, idx), atol=1e-5)
 
@@ -218,3 +226,108 @@ def test_openais_gpt2_checkpoint_gives_hugging_faces_logits():
     idx = torch.tensor([[15496, 11, 314, 1101, 257, 3303, 2746, 11]])  # tiktoken: "Hello, I'm a language model,"
     assert (_logits(ours, idx) - _logits(hf, idx)).abs().max().item() < 1e-4
     assert torch.equal(generate(ours, idx, 8, greedy=True), generate(ours, idx, 8, greedy=True, use_cache=False))
+
+
+# ------------------------------------------------------------------------------------------- load_gpt2_weights
+
+
+def _lesson_solution() -> object:
+    """Lesson 10's own `load_gpt2_weights`: the instructor source's answer cell, run as a notebook runs it."""
+    cell = next(c for c in read(source_path("10_gpt2")).cells if grade_id(c) == "load_gpt2_weights")
+    return define(re.sub(r"(?m)^\s*### (BEGIN|END) SOLUTION\s*$", "", cell.source), "load_gpt2_weights")
+
+
+LOADERS = {"reference": load_gpt2_weights, "lesson-solution": _lesson_solution()}
+SIZES = {"vocab_size": 41, "n_positions": 24, "n_embd": 24, "n_layer": 3, "n_head": 4}
+
+
+@pytest.mark.parametrize("loader", LOADERS.values(), ids=LOADERS.keys())
+@pytest.mark.parametrize("cls", [GPT, LearnerGPT], ids=["course-gpt", "learner-style-gpt"])
+def test_load_gpt2_weights_gives_lesson_09s_gpt_hugging_faces_logits(loader, cls):
+    hf = _hf_model(seed=3, **SIZES)
+    state = hf.state_dict()
+    before = {k: v.clone() for k, v in state.items()}
+    torch.manual_seed(4)
+    model = cls(41, 24, 24, 4, 3).eval()
+    assert loader(model, state) is model  # in place, and returned
+    assert model.lm_head.weight is model.tok_emb.weight  # the head stays tied
+    assert state.keys() == before.keys() and all(torch.equal(state[k], before[k]) for k in state)
+    idx = torch.randint(0, 41, (2, 24), generator=torch.Generator().manual_seed(5))
+    assert (_logits(model, idx) - _logits(hf, idx)).abs().max().item() < 1e-4  # the contract's fp32 tolerance
+
+
+@pytest.mark.parametrize("loader", LOADERS.values(), ids=LOADERS.keys())
+def test_load_gpt2_weights_needs_no_head_and_skips_old_mask_buffers(loader):
+    hf = _hf_model(seed=6)
+    state = {k: v for k, v in hf.state_dict().items() if k != "lm_head.weight"}
+    state["transformer.h.1.attn.bias"] = torch.ones(1, 1, 32, 32, dtype=torch.bool).tril()  # transformers < 4.31
+    state["transformer.h.1.attn.masked_bias"] = torch.tensor(-1e4)
+    model = loader(LearnerGPT(97, 32, 16, 2, 2).eval(), state)
+    idx = torch.randint(0, 97, (1, 32), generator=torch.Generator().manual_seed(7))
+    assert torch.allclose(_logits(model, idx), _logits(hf, idx), atol=1e-4)
+
+
+@pytest.mark.parametrize("loader", LOADERS.values(), ids=LOADERS.keys())
+def test_load_gpt2_weights_names_the_first_key_whose_shape_does_not_fit(loader):
+    state = _hf_model().state_dict()
+    with pytest.raises(ValueError, match=r"transformer\.wte\.weight"):  # every matrix is wrong; wte comes first
+        loader(LearnerGPT(97, 32, 32, 2, 2), state)
+    state["transformer.h.1.mlp.c_fc.weight"] = state["transformer.h.1.mlp.c_fc.weight"][:, :-1]
+    model = GPT(97, 32, 16, 2, 2)
+    with pytest.raises(ValueError, match=r"transformer\.h\.1\.mlp\.c_fc\.weight"):
+        loader(model, state)
+
+
+def test_load_gpt2_weights_writes_nothing_before_every_shape_is_checked():
+    state = _hf_model().state_dict()
+    state["transformer.ln_f.bias"] = torch.zeros(17)
+    model = GPT(97, 32, 16, 2, 2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError, match=r"transformer\.ln_f\.bias has shape \(17,\) but must be \(16,\)"):
+        load_gpt2_weights(model, state)
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_load_gpt2_weights_refuses_a_model_without_lesson_09s_names():
+    state = _hf_model().state_dict()
+    with pytest.raises(ValueError, match="blocks"):
+        load_gpt2_weights(torch.nn.Linear(2, 2), state)
+    renamed = LearnerGPT(97, 32, 16, 2, 2)
+    renamed.final_norm = renamed.ln_f
+    del renamed.ln_f
+    with pytest.raises(ValueError, match="model has no ln_f.weight"):
+        load_gpt2_weights(renamed, state)
+
+
+def test_the_course_gpt2_and_a_learners_gpt_loaded_alike_generate_the_same_ids():
+    # The learner's class has no cache: generate recomputes; the course's GPT2 uses its KV cache. Same weights,
+    # same ids, greedy and sampled, with the window sliding past the context (32).
+    hf = _hf_model(seed=8)
+    learner = load_gpt2_weights(LearnerGPT(97, 32, 16, 2, 2), hf.state_dict())
+    course = from_hf_model(hf)
+    prompt = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(9))
+    for options in (dict(greedy=True), dict(temperature=0.8, top_k=20)):
+        runs = [
+            generate(m, prompt, 40, generator=torch.Generator().manual_seed(1), **options) for m in (learner, course)
+        ]
+        assert runs[0].shape == (2, 45) and torch.equal(runs[0], runs[1])
+
+
+def test_hugging_face_initialises_as_lesson_10_says_course_lib_does():
+    # Lesson 10: matrices and both tables at std 0.02, biases 0, LayerNorms (1, 0), the residual projections (the
+    # two c_proj) at 0.02 / sqrt(2 n_layers) — in Hugging Face's GPT2LMHeadModel as in course_lib's GPT2.
+    torch.manual_seed(0)
+    hf = GPT2LMHeadModel(HFConfig(vocab_size=5000, n_positions=1024, n_embd=256, n_layer=8, n_head=4))
+    ours = GPT2(GPT2Config(vocab_size=5000, context_length=1024, d_model=256, n_heads=4, n_layers=8))
+    scaled = 0.02 / (2 * 8) ** 0.5
+    for model in (hf, ours):
+        state = dict(model.named_parameters())
+        for ours_name, hf_name, _ in weight_names(8)[:-1]:  # the head is the token table
+            p = state[hf_name if model is hf else ours_name]
+            if ours_name.endswith("bias") and ".ln" not in ours_name and not ours_name.startswith("ln_f"):
+                assert torch.count_nonzero(p) == 0, ours_name
+            elif ".ln" in ours_name or ours_name.startswith("ln_f"):
+                assert torch.all(p == (1.0 if ours_name.endswith("weight") else 0.0)), ours_name
+            else:
+                std = scaled if ours_name.endswith(("out_proj.weight", "fc2.weight")) else 0.02
+                assert abs(p.std().item() - std) < 0.05 * std, (type(model).__name__, ours_name, p.std().item())

@@ -1,6 +1,6 @@
 """Lesson 10 graders (course_lib.grading.gpt2): every known mistake has a buggy answer whose message must name it;
-the tests run through tests/grader_kit.py. Also: the cases stay clear of rounding, and lesson 09's sampler and
-lesson 10's cannot stand in for each other."""
+the tests run through tests/grader_kit.py. Also: the cases stay clear of rounding, the weight-loading cases can show
+each wrong mapping they name, and lesson 09's sampler and lesson 10's cannot stand in for each other."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from course_lib import gpt2
 from course_lib.grading import char_lm as char_grading
 from course_lib.grading import gpt2 as grading
 from course_lib.grading import gpt2_generation
+from course_lib.grading import gpt2_weights as weights_grading
 from tests.answers import define, failure_message
 from tests.grader_kit import HIDDEN, GraderKit, LessonGraderTests, mistake, wrong_answer
 
 LESSON = "10_gpt2"
 COUNT = "gpt2_parameter_count"
+LOAD = "load_gpt2_weights"
 TOP_P = "top_p_filter"
 CACHE = "attend_with_cache"
 LR = "cosine_lr"
@@ -32,6 +34,44 @@ def gpt2_parameter_count(n_layers, n_heads, d_model, vocab_size, context_length,
     if not tied:
         total += vocab_size * C
     return total
+"""
+
+# A loader as a learner writes one: its own name table, shapes checked, copies under no_grad.
+LOAD_GPT2_WEIGHTS = """
+import torch
+
+def load_gpt2_weights(model, state_dict):
+    table = [("tok_emb.weight", "wte.weight", False), ("pos_emb.weight", "wpe.weight", False)]
+    for i in range(len(model.blocks)):
+        table += [
+            (f"blocks.{i}.ln1.weight", f"h.{i}.ln_1.weight", False),
+            (f"blocks.{i}.ln1.bias", f"h.{i}.ln_1.bias", False),
+            (f"blocks.{i}.attn.qkv.weight", f"h.{i}.attn.c_attn.weight", True),
+            (f"blocks.{i}.attn.qkv.bias", f"h.{i}.attn.c_attn.bias", False),
+            (f"blocks.{i}.attn.out_proj.weight", f"h.{i}.attn.c_proj.weight", True),
+            (f"blocks.{i}.attn.out_proj.bias", f"h.{i}.attn.c_proj.bias", False),
+            (f"blocks.{i}.ln2.weight", f"h.{i}.ln_2.weight", False),
+            (f"blocks.{i}.ln2.bias", f"h.{i}.ln_2.bias", False),
+            (f"blocks.{i}.mlp.fc1.weight", f"h.{i}.mlp.c_fc.weight", True),
+            (f"blocks.{i}.mlp.fc1.bias", f"h.{i}.mlp.c_fc.bias", False),
+            (f"blocks.{i}.mlp.fc2.weight", f"h.{i}.mlp.c_proj.weight", True),
+            (f"blocks.{i}.mlp.fc2.bias", f"h.{i}.mlp.c_proj.bias", False),
+        ]
+    table += [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]
+    params = dict(model.named_parameters())
+    todo = []
+    for ours, theirs, transpose in table:
+        key = "transformer." + theirs
+        source = state_dict[key]
+        if transpose:
+            source = source.t()
+        if source.shape != params[ours].shape:
+            raise ValueError(f"{key}: {tuple(state_dict[key].shape)} does not fit {ours}")
+        todo.append((params[ours], source))
+    with torch.no_grad():
+        for param, source in todo:
+            param.copy_(source)
+    return model
 """
 
 TOP_P_FILTER = """
@@ -78,9 +118,12 @@ def cosine_lr(step, max_lr, min_lr, warmup_steps, max_steps):
 KIT = GraderKit(
     LESSON,
     grading,
-    {COUNT: PARAMETER_COUNT, TOP_P: TOP_P_FILTER, CACHE: ATTEND_WITH_CACHE, LR: COSINE_LR},
+    {COUNT: PARAMETER_COUNT, LOAD: LOAD_GPT2_WEIGHTS, TOP_P: TOP_P_FILTER, CACHE: ATTEND_WITH_CACHE, LR: COSINE_LR},
 )
 
+_TRANSPOSE = "        if transpose:\n            source = source.t()\n"
+_COPY = "    with torch.no_grad():\n        for param, source in todo:\n            param.copy_(source)\n"
+_RAISE = '            raise ValueError(f"{key}: {tuple(state_dict[key].shape)} does not fit {ours}")\n'
 _TOTAL = "    total = vocab_size * C + context_length * C + n_layers * block + layer_norm\n"
 _DROP = "    drop_sorted = above >= p\n"
 _MASK = "    allowed = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)\n"
@@ -88,6 +131,188 @@ _WARM = "        return max_lr * (step + 1) / warmup_steps\n"
 _DECAY = "    return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)\n"
 
 MISTAKES = [
+    # load_gpt2_weights
+    mistake(
+        LOAD,
+        '(f"blocks.{i}.attn.out_proj.weight", f"h.{i}.attn.c_proj.weight", True)',
+        '(f"blocks.{i}.attn.out_proj.weight", f"h.{i}.attn.c_proj.weight", False)',
+        ("`attn.c_proj.weight` was copied without its transpose", "square", "only the logits show it"),
+        id="load-square-c-proj-not-transposed",
+    ),
+    mistake(
+        LOAD,
+        _TRANSPOSE,
+        "        if source.shape != params[ours].shape:\n            source = source.t()\n",
+        "`attn.c_proj.weight` was copied without its transpose",
+        id="load-transposed-only-where-the-shape-demands",
+    ),
+    mistake(
+        LOAD,
+        _TRANSPOSE,
+        "        if transpose:\n            source = source.reshape(source.shape[1], source.shape[0])\n",
+        "reshaped (.view / .reshape) into nn.Linear's shape instead of transposed",
+        id="load-reshaped-instead-of-transposed",
+    ),
+    mistake(
+        LOAD,
+        _TRANSPOSE,
+        "        if transpose:\n            source = source.t()\n"
+        "        if theirs.endswith('c_attn.weight') or theirs.endswith('c_attn.bias'):\n"
+        "            q, k, v = source.chunk(3, dim=0)\n            source = torch.cat([k, q, v])\n",
+        ("q and k came out swapped", "[q | k | v]"),
+        id="load-q-and-k-swapped",
+    ),
+    mistake(
+        LOAD,
+        _TRANSPOSE,
+        "        if transpose:\n            source = source.t()\n"
+        "        if 'c_attn' in theirs:\n            q, k, v = source.chunk(3, dim=0)\n"
+        "            source = torch.cat([q, v, k])\n",
+        "k and v came out swapped",
+        id="load-k-and-v-swapped",
+    ),
+    mistake(
+        LOAD,
+        '[("tok_emb.weight", "wte.weight", False), ("pos_emb.weight", "wpe.weight", False)]',
+        '[("tok_emb.weight", "wpe.weight", False), ("pos_emb.weight", "wte.weight", False)]',
+        ("token and position tables were swapped", "vocab_size equals context_length"),
+        id="load-token-and-position-tables-swapped",
+    ),
+    mistake(
+        LOAD,
+        '(f"blocks.{i}.ln1.weight", f"h.{i}.ln_1.weight", False),\n'
+        '            (f"blocks.{i}.ln1.bias", f"h.{i}.ln_1.bias", False),',
+        '(f"blocks.{i}.ln1.weight", f"h.{i}.ln_2.weight", False),\n'
+        '            (f"blocks.{i}.ln1.bias", f"h.{i}.ln_2.bias", False),',
+        "ln_1 and ln_2 were swapped",
+        id="load-layer-norms-swapped",
+        also=(
+            (
+                '(f"blocks.{i}.ln2.weight", f"h.{i}.ln_2.weight", False),\n'
+                '            (f"blocks.{i}.ln2.bias", f"h.{i}.ln_2.bias", False),',
+                '(f"blocks.{i}.ln2.weight", f"h.{i}.ln_1.weight", False),\n'
+                '            (f"blocks.{i}.ln2.bias", f"h.{i}.ln_1.bias", False),',
+            ),
+        ),
+    ),
+    mistake(
+        LOAD,
+        '    table += [("ln_f.weight", "ln_f.weight", False), ("ln_f.bias", "ln_f.bias", False)]\n',
+        "",
+        "the final LayerNorm was not loaded",
+        id="load-final-layernorm-missing",
+    ),
+    mistake(
+        LOAD,
+        "    for ours, theirs, transpose in table:\n",
+        "    for ours, theirs, transpose in [r for r in table if not (r[0].endswith('bias') and 'ln' not in r[0])]:\n",
+        "the biases of the linear layers were not loaded",
+        id="load-linear-biases-missing",
+    ),
+    mistake(
+        LOAD,
+        ', ("pos_emb.weight", "wpe.weight", False)]',
+        "]",
+        "the position table was not loaded",
+        id="load-position-table-missing",
+    ),
+    mistake(
+        LOAD,
+        "    return model\n",
+        "    model.lm_head.weight = torch.nn.Parameter(model.tok_emb.weight.detach().clone())\n    return model\n",
+        ("no longer model.tok_emb.weight", "stay tied", "param.copy_(tensor)"),
+        id="load-head-replaced-by-a-copy",
+    ),
+    mistake(
+        LOAD,
+        _COPY,
+        "    for param, source in todo:\n        param.copy_(source)\n",
+        ("leaf Variable", "torch.no_grad()"),
+        id="load-copies-recorded-by-autograd",
+    ),
+    mistake(
+        LOAD,
+        "    params = dict(model.named_parameters())\n",
+        "    params = dict(model.named_parameters())\n    state_dict.pop('lm_head.weight', None)\n",
+        ("changed the state dict it was given", "lm_head.weight"),
+        id="load-pops-from-the-state-dict",
+    ),
+    mistake(
+        LOAD,
+        "    params = dict(model.named_parameters())\n",
+        "    params = dict(model.named_parameters())\n    head = state_dict['lm_head.weight']\n",
+        ("KeyError", "lm_head.weight is optional"),
+        id="load-needs-the-head",
+    ),
+    mistake(
+        LOAD,
+        "    params = dict(model.named_parameters())\n",
+        "    params = dict(model.named_parameters())\n"
+        "    for key in state_dict:  # every key must have a place in the table\n"
+        "        if key.endswith(('.attn.bias', '.attn.masked_bias')):\n"
+        "            raise KeyError(key)\n",
+        ("KeyError", "buffers of the causal mask, not weights"),
+        id="load-trips-over-old-mask-buffers",
+    ),
+    mistake(
+        LOAD,
+        "    return model\n",
+        "    return None\n",
+        "returned None: return the model",
+        id="load-returns-none",
+    ),
+    mistake(
+        LOAD,
+        "import torch\n",
+        "import copy\n\nimport torch\n",
+        "returned another model",
+        id="load-into-a-copy",
+        also=(
+            (
+                "    params = dict(model.named_parameters())\n",
+                "    model = copy.deepcopy(model)\n    params = dict(model.named_parameters())\n",
+            ),
+        ),
+    ),
+    mistake(
+        LOAD,
+        _RAISE,
+        "            continue\n",
+        ("did not raise", "transformer.h.1.mlp.c_fc.weight"),
+        id="load-skips-what-does-not-fit",
+    ),
+    mistake(
+        LOAD,
+        _RAISE,
+        '            raise RuntimeError(f"{key} does not fit")\n',
+        ("raised RuntimeError", "raise a ValueError naming the first key"),
+        id="load-raises-another-error",
+    ),
+    mistake(
+        LOAD,
+        _RAISE,
+        '            raise ValueError(f"{ours} does not fit")\n',
+        ("does not name the key `transformer.h.1.mlp.c_fc.weight`",),
+        id="load-names-its-own-parameter",
+    ),
+    mistake(
+        LOAD,
+        '(f"blocks.{i}.mlp.fc2.bias", f"h.{i}.mlp.c_proj.bias", False),',
+        '(f"blocks.{i}.mlp.fc2.bias", f"h.{i}.attn.c_proj.bias", False),',
+        (
+            "logits are not the Hugging Face model's",
+            "`blocks.0.mlp.fc2.bias` does not hold transformer.h.0.mlp.c_proj.bias",
+        ),
+        id="load-a-bias-from-the-wrong-layer-is-named",
+    ),
+    mistake(
+        LOAD,
+        "import torch\n",
+        "import torch\n",
+        "not written yet",
+        id="load-unwritten",
+        also=(("    table = [", "    raise NotImplementedError()\n    table = ["),),
+    ),
     # gpt2_parameter_count
     mistake(
         COUNT,
@@ -409,6 +634,35 @@ MISTAKES = [
 # Answers that use the course's reference, or a listed shortcut, earn nothing.
 BORROWED = [
     wrong_answer(
+        LOAD,
+        "from course_lib import gpt2_weights\n\ndef load_gpt2_weights(model, state_dict):\n"
+        "    return gpt2_weights.load_gpt2_weights(model, state_dict)\n",
+        ("course_lib.gpt2_weights.load_gpt2_weights", "earns no points"),
+        id="load-calling-the-reference",
+    ),
+    wrong_answer(
+        LOAD,
+        "import torch\nfrom course_lib.gpt2_weights import weight_names\n\n"
+        "def load_gpt2_weights(model, state_dict):\n"
+        "    params = dict(model.named_parameters())\n"
+        "    with torch.no_grad():\n"
+        "        for ours, theirs, transposed in weight_names(len(model.blocks))[:-1]:\n"
+        "            params[ours].copy_(state_dict[theirs].t() if transposed else state_dict[theirs])\n"
+        "    return model\n",
+        ("course_lib.gpt2_weights.weight_names", "earns no points"),
+        id="load-with-the-course-name-table",
+    ),
+    wrong_answer(
+        LOAD,
+        "import torch\nfrom transformers import GPT2Config, GPT2LMHeadModel\n\n"
+        "def load_gpt2_weights(model, state_dict):\n"
+        "    V, C = state_dict['transformer.wte.weight'].shape\n"
+        "    hf = GPT2LMHeadModel(GPT2Config(vocab_size=V, n_embd=C, n_layer=len(model.blocks)))\n"
+        "    return model\n",
+        ("`transformers` library", "earns no points"),
+        id="load-through-transformers",
+    ),
+    wrong_answer(
         COUNT,
         "from course_lib.gpt2 import GPT2, GPT2Config\n\n"
         "def gpt2_parameter_count(n_layers, n_heads, d_model, vocab_size, context_length, tied=True):\n"
@@ -540,3 +794,29 @@ class TestGraders(LessonGraderTests):
     at_least = 4
     mistakes = MISTAKES
     borrowed = BORROWED
+
+
+def test_the_first_weight_loading_case_lets_swapped_tables_fit():
+    # vocab_size == context_length: a loader that swaps wte and wpe runs, and only the logits can name it.
+    first = weights_grading._CASES[0]
+    assert first[3] == first[4] and first[5] == "head"  # vocab_size, context_length, extras
+    assert {c[5] for c in weights_grading._CASES} == {"head", "no head", "old buffers"}
+
+
+@pytest.mark.parametrize("case", weights_grading._CASES + KIT.hidden(LOAD), ids=str)
+def test_every_wrong_mapping_the_grader_names_moves_the_logits_far_past_the_tolerance(case):
+    # A named mistake must be told apart from the right load (and from the others) by much more than rounding.
+    case = tuple(case)
+    state, idx, expected = weights_grading._hf_case(case)
+    right = weights_grading._logits_of(weights_grading._loaded(case, state), idx)
+    assert (right - expected).abs().max().item() < 1e-4
+    outputs = {}
+    for key, _ in weights_grading._MISTAKES:
+        if key == "tables_swapped" and case[3] != case[4]:
+            continue  # the swapped tables do not fit this case
+        outputs[key] = weights_grading._logits_of(weights_grading._wrong_load(case, state, key), idx)
+        assert (outputs[key] - expected).abs().max().item() > 0.1, key
+    keys = list(outputs)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            assert (outputs[a] - outputs[b]).abs().max().item() > 0.01, (a, b)

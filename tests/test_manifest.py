@@ -58,11 +58,14 @@ def test_lesson_10_points_each_exercise_at_where_its_reference_is_defined():
     paths = {n: p for e in manifest.lesson("10_gpt2").exercises for n, p in e.paths.items()}
     assert paths == {
         "gpt2_parameter_count": "course_lib.gpt2.gpt2_parameter_count",
+        "load_gpt2_weights": "course_lib.gpt2_weights.load_gpt2_weights",
         "cosine_lr": "course_lib.train.cosine_lr",
         "top_p_filter": "course_lib.generate.top_p_filter",
         "attend_with_cache": "course_lib.multihead.attend_with_cache",
     }
     assert manifest.lesson("10_gpt2").references == "course_lib.gpt2"
+    # load_gpt2_weights loads into lesson 09's GPT: a graded answer's sandbox has the course's.
+    assert "from course_lib.gpt import GPT\n" in manifest.lesson("10_gpt2").sandbox_preamble
 
 
 @pytest.mark.parametrize("entry", manifest.LESSONS, ids=lambda e: e.id)

@@ -27,8 +27,10 @@ def executed(request):
         # The kernel inherits this environment: no self-grading run inside the test, and no autograder settings.
         env.setenv("COURSE_SELF_GRADE", "off")
         env.delenv("NBGRADER_EXECUTION", raising=False)
-        # 180 s a cell (the slowest takes ~40 s): generous. The watchful client stops the stall fresh clones hit now
-        # and then, where a finished cell's reply was read only once this whole limit had run out.
+        # 600 s a cell: a backstop that a pass never depends on. The slowest cell, lesson 10's training of its small
+        # GPT-2, is about 75 s of one core's work and several times that on a loaded machine; the limit stops a hung
+        # cell, not a slow one. The watchful client stops the stall fresh clones hit now and then, where a finished
+        # cell's reply was read only once this whole limit had run out.
         execute(nb, timeout=600, folder=path.parent)  # raises CellExecutionError naming the cell on the first error
     return lesson, nb
 

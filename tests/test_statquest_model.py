@@ -45,7 +45,6 @@ def test_greedy_generate_returns_ints_and_stops_at_eos():
 
 
 def test_lightning_and_the_plain_loop_give_the_same_weights(tmp_path, monkeypatch):
-    torch.set_num_threads(1)
     monkeypatch.chdir(tmp_path)
     deterministic_before = torch.are_deterministic_algorithms_enabled()
     lit = toy.train_lightning(seed=7, progress_bar=False)
@@ -64,7 +63,6 @@ def test_training_is_reproducible():
 
 def test_every_seed_of_the_table_answers_awesome_eos():
     """The lesson's seed table: seeds 0..29, the tutorial's recipe (Adam 0.1, 30 epochs, batch 1), plain loop."""
-    torch.set_num_threads(1)
     assert tuple(range(30)) == toy.SEEDS
     start = time.perf_counter()
     rows = toy.seed_table(toy.SEEDS)

@@ -561,3 +561,28 @@ def test_the_kits_dispatch_acts_here_on_an_answer_that_lives_here():
     assert torch.equal(torch.get_rng_state(), state)  # built with the grader's random state, which it leaves as it was
     assert core.type_name(model) == "ToyAttentionModel" and core.type_name(optimizer) == "SGD"
     assert core.is_instance(model, torch.nn.Module) and not core.is_instance(model, torch.nn.Linear)
+
+
+def test_lesson_10_load_gpt2_weights_is_graded_in_a_sandbox_with_a_gpt(grader):
+    # The check hands the answer a GPT built in its sandbox (the preamble's `GPT`, the course's) and a
+    # GPT2LMHeadModel's state dict, which crosses as plain data; a known wrong mapping is named from there too.
+    lesson, exercise = "10_gpt2", "load_gpt2_weights"
+    full = solved(lesson)
+    right = grader.grade(full, lesson, only=(exercise,), limits=HONEST)
+    assert set(right.verdicts) == set(_tests_of(full, exercise))
+    assert all(v.passed for v in right.verdicts.values()), {k: v.message for k, v in right.verdicts.items()}
+    answer = next(c.source for c in full.cells if grade_id(c) == exercise)
+    square = 'conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")'
+    assert square in answer
+    untransposed = answer.replace(square, 'conv1d = ("attn.c_attn.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")')
+    wrong = grader.grade(with_answer(full, exercise, untransposed), lesson, only=(exercise,), limits=HONEST)
+    message = wrong.verdicts[f"test_{exercise}"].message
+    assert not wrong.verdicts[f"test_{exercise}"].passed and "`attn.c_proj.weight` was copied without" in message
+    uses_gpt = (
+        "def load_gpt2_weights(model, state_dict):\n    assert isinstance(model, GPT)\n"
+        + answer.split("def load_gpt2_weights(model, state_dict):\n", 1)[1]
+    )
+    typed = grader.grade(with_answer(full, exercise, "import torch\n\n\n" + uses_gpt), lesson, limits=HONEST)
+    # The whole lesson, graded: every reference answer (and this one, which names the preamble's GPT) passes.
+    assert len(typed.verdicts) == 2 * len(manifest.lesson(lesson).exercises)
+    assert all(v.passed for v in typed.verdicts.values()), {k: v.message for k, v in typed.verdicts.items()}

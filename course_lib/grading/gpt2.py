@@ -1,9 +1,11 @@
-"""Graders of lesson 10 — GPT-2 (`gpt2_parameter_count`, `cosine_lr`, `top_p_filter`, `attend_with_cache`).
+"""Graders of lesson 10 — GPT-2 (`gpt2_parameter_count`, `load_gpt2_weights`, `cosine_lr`, `top_p_filter`,
+`attend_with_cache`).
 
-The counting and schedule exercises are checked here; the generation exercises (top-p, the KV cache) in
-`course_lib.grading.gpt2_generation`, re-exported, so every test cell imports from this module. Each reference
-is taken from where it is defined, as the manifest names it: `course_lib.gpt2` (the lesson's `ref`) for the
-count and the KV cache, `course_lib.train` for the schedule, `course_lib.generate` for top-p. The recipe is the
+The counting and schedule exercises are checked here; the weight loading in `course_lib.grading.gpt2_weights` and
+the generation exercises (top-p, the KV cache) in `course_lib.grading.gpt2_generation`, re-exported, so every test
+cell imports from this module. Each reference is taken from where it is defined, as the manifest names it:
+`course_lib.gpt2` (the lesson's `ref`) for the count and the KV cache, `course_lib.gpt2_weights` for the loading,
+`course_lib.train` for the schedule, `course_lib.generate` for top-p. The recipe is the
 course's: the from-scratch guard first, expected values from the reference computed outside the learner's call,
 and on a mismatch each known mistake recomputed and named when it matches.
 
@@ -27,12 +29,19 @@ from course_lib import gpt2 as ref
 from course_lib import train as training
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
 from course_lib.grading.gpt2_generation import check_attend_with_cache, check_top_p_filter
+from course_lib.grading.gpt2_weights import check_load_gpt2_weights
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, is_int, tagged_cases
 from course_lib.grading.kit.diagnose import find_mistake
 from course_lib.grading.kit.guard import check_definition
 
-__all__ = ["check_gpt2_parameter_count", "check_cosine_lr", "check_top_p_filter", "check_attend_with_cache"]
+__all__ = [
+    "check_gpt2_parameter_count",
+    "check_load_gpt2_weights",
+    "check_cosine_lr",
+    "check_top_p_filter",
+    "check_attend_with_cache",
+]
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -14,27 +14,32 @@ from tests.claims.common import FLOAT, Break, Claim, Family, literal, number, ou
 SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
 
 BUILD = "gpt2 = GPT2(config if not SMALL"
-INIT = 'for name, weight in [("attn.qkv"'
+INIT = 'weights = [("tok_emb", gpt2.tok_emb.weight)'
 STREAM = "def stream_std(model, idx)"
 GROUPS = "groups = {}"
 COUNT = "count = ref.gpt2_parameter_count(12, 12, 768, 50257, 1024)"
 FLOPS = "forward = gpt2_flops_per_token(config, T, training=False)"
 NAMES = "hf = hf_config_from(config)"
 WEIGHTS = "ours_shapes = dict(meta_model.named_parameters"
+TRANSPOSE = "stored = torch.randn(64, 64)"
+YOURS = 'yours = your_code("05_multi_head_attention"'
 LOGITS = "hf_random = GPT2LMHeadModel(HFConfig(n_layer=2"
 ONLINE = 'pretrained, why = pretrained_if_available("gpt2")'
 COSINE = "max_lr, min_lr, warmup, max_steps = 6e-4, 6e-5, 715, 19073"
 SMALL_MODEL = "small_config = GPT2Config.tiny("
 TRAIN = "train_steps, warmup_steps, peak ="
+EXPORT = "small_state = to_hf_state_dict(small)"
 PICTURES = "table = openai_gpt2.pos_emb.weight"
 HEADS = "xs, _ = char_lm.get_batch(val_data, 32"
 NUCLEUS = "nucleus = ((top.cumsum(-1) - top) < 0.9)"
 SAMPLES = "strategies = {"
+WORDS = "words_in_training = set("
 GPT2_SAMPLES = "gpt2_prompt = torch.tensor"
 STEPWISE = "k_cache, v_cache, rows = torch.empty"
 KV = "cached = generate(small, prompt, 60, greedy=True)"
 
 SMALL_COUNT = 124_439_808
+STEPS = 2500  # the small model's training steps, as the text says
 
 
 def _int(text: str, pattern: str, what: str) -> int:
@@ -50,10 +55,14 @@ def cg_build(nb):
 def cg_init(nb):
     text = output(nb, INIT)
     stds = {name: float(v) for name, v in re.findall(rf"^(\S+)\s+std {FLOAT}$", text, re.M)}
-    require(set(stds) == {"attn.qkv", "attn.out_proj", "mlp.fc1", "mlp.fc2"}, f"four weights: {stds}")
+    names = {"tok_emb", "pos_emb", "attn.qkv", "attn.out_proj", "mlp.fc1", "mlp.fc2"}
+    require(set(stds) == names, f"six weights: {stds}")
     scaled = 0.02 / math.sqrt(24)
     require(all(abs(stds[n] - scaled) < 0.05 * scaled for n in ("attn.out_proj", "mlp.fc2")), f"scaled: {stds}")
-    require(all(abs(stds[n] - 0.02) < 0.05 * 0.02 for n in ("attn.qkv", "mlp.fc1")), f"0.02: {stds}")
+    unscaled = ("tok_emb", "pos_emb", "attn.qkv", "mlp.fc1")
+    require(all(abs(stds[n] - 0.02) < 0.05 * 0.02 for n in unscaled), f"0.02, both tables too: {stds}")
+    require(re.search(r"^all 48 linear biases are 0: True$", text, re.M), "every bias at 0 (4 linears x 12 blocks)")
+    require(re.search(r"^all 25 LayerNorms have gain 1 and bias 0: True$", text, re.M), "LayerNorms at (1, 0)")
 
 
 def cg_stream(nb):
@@ -121,9 +130,39 @@ def cg_weights(nb):
     require(out_proj is not None and out_proj[0] == out_proj[1] == (768, 768), "attn.out_proj is square")
 
 
+def cg_transpose(nb):
+    text = output(nb, TRANSPOSE)
+    untransposed = number(text, rf"^copied as stored:\s+max \|difference\| from x @ W = {FLOAT} ", "untransposed")
+    size = number(text, rf"outputs are about {FLOAT} in size", "output size")
+    transposed = number(text, rf"^copied transposed: max \|difference\| from x @ W = {FLOAT}$", "transposed")
+    require(untransposed > size, f"wrong by as much as the outputs themselves: {untransposed} vs {size}")
+    require(transposed < 1e-4, f"transposed, the same: {transposed}")
+
+
+def cg_yours(nb):
+    text = output(nb, YOURS)
+    require(re.search(r"^Running (your|the course's) `", text, re.M), f"one line says whose classes run: {text!r}")
+
+
 def cg_logits(nb):
-    difference = number(output(nb, LOGITS), rf"max \|logit difference\| = {FLOAT}$", "logit difference")
+    text = output(nb, LOGITS)
+    require(re.search(r"^Running (your|the course's) `load_gpt2_weights` \(lesson 10", text, re.M), "whose loader")
+    difference = number(text, rf"max \|logit difference\| = {FLOAT}$", "logit difference")
     require(difference < 1e-4, f"float32 rounding only: {difference}")
+    require(re.search(r"^head still tied to the token embedding: True$", text, re.M), "the head stays tied")
+
+
+def cg_export(nb):
+    difference = number(output(nb, EXPORT), rf"from the trained GPT2 = {FLOAT}$", "logit difference")
+    require(difference < 1e-4, f"your GPT computes the trained model's logits: {difference}")
+
+
+def cg_words(nb):
+    text = output(nb, WORDS)
+    real = _int(text, rf"^temperature 0\.8: {FLOAT} of", "real words")
+    total = _int(text, rf"of {FLOAT} sampled words", "sampled words")
+    require(total >= 150, f"enough words to count: {total}")
+    require(real / total > 0.8, f"more than four in five are words of the training text: {real} of {total}")
 
 
 def _skipped_or(nb, marker: str, online) -> None:
@@ -155,16 +194,18 @@ def cg_cosine(nb):
 def cg_small_model(nb):
     text = output(nb, SMALL_MODEL)
     sizes = dict(re.findall(r"(vocab_size|context_length|n_layers|n_heads|d_model)=(\d+)", text))
-    expected = {"vocab_size": "65", "context_length": "32", "n_layers": "2", "n_heads": "4", "d_model": "64"}
-    require(sizes == expected, f"2 layers, 4 heads, 64 channels, context 32, 65 characters: {sizes}")
+    expected = {"vocab_size": "65", "context_length": "64", "n_layers": "2", "n_heads": "4", "d_model": "64"}
+    require(sizes == expected, f"2 layers, 4 heads, 64 channels, context 64, 65 characters: {sizes}")
+    require("use_sdpa=True" in text, "attention through F.scaled_dot_product_attention")
     require("(tied head: True)" in text, "tied, as GPT-2")
 
 
 def cg_train(nb):
     text = output(nb, TRAIN)
+    require(re.search(rf"^{STEPS} steps in ", text, re.M), f"{STEPS} steps: {text!r}")
     val = number(text, rf"val loss {FLOAT} \(", "val loss")
     uniform = number(text, rf"= {FLOAT}\)$", "uniform guess")
-    require(val < 2.45, f"below a bigram table's 2.5: {val}")
+    require(val < 2.0, f"well below a bigram table's 2.5: {val}")
     require(val < uniform - 1.5, f"far below the uniform guess: {val} vs {uniform}")
 
 
@@ -233,9 +274,15 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "out_proj and fc2 start with 0.02 / sqrt(2 n_layers), the other weights with 0.02",
+        "out_proj and fc2 start with 0.02 / sqrt(2 n_layers), the other weights and both tables with 0.02, biases "
+        "at 0, LayerNorms at (1, 0)",
         cg_init,
-        [Break(MARGIN, INIT, r"(attn\.out_proj\s+std )\S+", r"\g<1>0.02000")],
+        [
+            Break(MARGIN, INIT, r"(attn\.out_proj\s+std )\S+", r"\g<1>0.02000"),
+            Break(MARGIN, INIT, r"(pos_emb\s+std )\S+", r"\g<1>0.01000"),
+            Break(SHOWN, INIT, r"biases are 0: True", "biases are 0: False"),
+            Break(SHOWN, INIT, r"gain 1 and bias 0: True", "gain 1 and bias 0: False"),
+        ],
     ),
     Claim(
         "with the scaling the stream grows more slowly and ends several times smaller",
@@ -280,9 +327,25 @@ CLAIMS = [
         [Break(TABLE, WEIGHTS, r"(?m)^(blocks\.0\.attn\.out_proj\.weight.*?)yes", r"\g<1>   ")],
     ),
     Claim(
-        "random Hugging Face weights copied into ours: the logits differ by float rounding only",
+        "a square Conv1D weight copied without the transpose fits and is wrong by as much as the outputs",
+        cg_transpose,
+        [
+            Break(MARGIN, TRANSPOSE, r"(copied as stored:\s+max \|difference\| from x @ W = )\S+", r"\g<1>0.01"),
+            Break(MARGIN, TRANSPOSE, r"(copied transposed: max \|difference\| from x @ W = )\S+", r"\g<1>2.3e+00"),
+        ],
+    ),
+    Claim(
+        "a line says whose classes the lesson runs",
+        cg_yours,
+        [Break(SHOWN, YOURS, r"^Running ", "Using ")],
+    ),
+    Claim(
+        "random Hugging Face weights in your GPT: the logits differ by float rounding only; the head stays tied",
         cg_logits,
-        [Break(MARGIN, LOGITS, r"difference\| = \S+$", "difference| = 3.2e-02")],
+        [
+            Break(MARGIN, LOGITS, r"difference\| = \S+$", "difference| = 3.2e-02"),
+            Break(SHOWN, LOGITS, r"embedding: True", "embedding: False"),
+        ],
     ),
     Claim(
         "OpenAI's weights: the logit match online, or a line saying it was skipped and why",
@@ -298,14 +361,22 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "the small model: 2 layers, 4 heads, 64 channels, a context of 32, 65 characters, tied",
+        "the small model: 2 layers, 4 heads, 64 channels, a context of 64, 65 characters, tied",
         cg_small_model,
         [Break(EXACT, SMALL_MODEL, r"n_layers=2", "n_layers=3")],
     ),
     Claim(
-        "after 300 steps the validation loss is far below the uniform guess and below a bigram table's 2.5",
+        "after 2,500 steps the validation loss is far below the uniform guess and well below a bigram table's 2.5",
         cg_train,
-        [Break(MARGIN, TRAIN, r"val loss \S+ \(", "val loss 2.600 (")],
+        [
+            Break(MARGIN, TRAIN, r"val loss \S+ \(", "val loss 2.600 ("),
+            Break(EXACT, TRAIN, r"^\d+ steps in", "1000 steps in"),
+        ],
+    ),
+    Claim(
+        "your GPT with the small model's weights (Hugging Face's layout, your loader) computes its logits",
+        cg_export,
+        [Break(MARGIN, EXPORT, r"GPT2 = \S+$", "GPT2 = 4.1e-01")],
     ),
     Claim(
         "OpenAI's position table and heads online, or a line saying they were skipped",
@@ -329,6 +400,11 @@ CLAIMS = [
             Break(ORDER, SAMPLES, r"--- greedy \(distinct 4-grams: \d+%\)", "--- greedy (distinct 4-grams: 95%)"),
             Break(SHOWN, SAMPLES, r"same text: True", "same text: False"),
         ],
+    ),
+    Claim(
+        "at temperature 0.8 more than four in five sampled words occur in the training text",
+        cg_words,
+        [Break(MARGIN, WORDS, r"0\.8: \d+ of", "0.8: 100 of")],
     ),
     Claim(
         "OpenAI's GPT-2 samples online, or a line saying they were skipped",

@@ -1,0 +1,98 @@
+"""Lesson 10 runs the learner's own classes: executed as a learner would run it, next to their saved lessons.
+
+A learner who solved lessons 05 and 06 (their notebooks saved in a fresh work folder, `COURSE_WORK_DIR`) and solves
+lesson 10 loads GPT-2's weights with their own `load_gpt2_weights` into a GPT built from their own blocks, and that
+model writes the samples of section 7: the banners say so, and the logits match Hugging Face's. With a wrong lesson
+06 `TransformerBlock` and a wrong `load_gpt2_weights` the lesson still runs, on the course's block and loader, and
+the banners say why. Both runs use the lesson's smallest sizes (COURSE_SMALL_RUN): they are about the choice of
+classes, not about the numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from course_lib.workflow.course import grade_id
+from tests.nbtools import execute, read, solved, source_path, with_answer
+
+pytestmark = pytest.mark.slow
+
+LESSON = "10_gpt2"
+EARLIER = ("05_multi_head_attention", "06_transformer_blocks")
+YOUR_CODE = 'yours = your_code("05_multi_head_attention"'  # the cell that chooses the classes
+YOUR_LOADER = 'mine = your_answers("10_gpt2"'  # the cell that chooses the loader and checks it on random weights
+SAMPLES = "strategies = {"  # section 7: the five decoding strategies, on the learner's GPT
+
+
+def _save(folder, nb, lesson: str) -> None:
+    (folder / lesson).mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, folder / lesson / f"{lesson}.ipynb")
+
+
+def _run(tmp_path, monkeypatch, earlier: dict, lesson_10):
+    """`lesson_10` executed in tmp_path/work/10_gpt2 with `earlier` saved beside it, at the smallest sizes."""
+    work = tmp_path / "work"
+    for lesson, nb in earlier.items():
+        _save(work, nb, lesson)
+    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
+    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
+    monkeypatch.setenv("COURSE_SMALL_RUN", "1")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    (work / LESSON).mkdir(parents=True)
+    execute(lesson_10, timeout=300, folder=work / LESSON)
+    return lesson_10
+
+
+def _printed(nb, marker: str) -> str:
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
+    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def _logit_gap(nb) -> float:
+    found = re.search(r"random weights, max \|logit difference\| = (\S+)", _printed(nb, YOUR_LOADER))
+    assert found, _printed(nb, YOUR_LOADER)
+    return float(found.group(1))
+
+
+def test_a_learner_who_solved_05_06_and_10_runs_their_own_gpt_and_loader(tmp_path, monkeypatch):
+    nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER}, solved(LESSON))
+    classes = _printed(nb, YOUR_CODE)
+    assert "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06)." in (
+        classes
+    )
+    assert "the blocks of a GPT built here: your_06_transformer_blocks" in classes, classes
+    loader = _printed(nb, YOUR_LOADER)
+    assert "Running your `load_gpt2_weights` (lesson 10)." in loader
+    assert "head still tied to the token embedding: True" in loader
+    assert _logit_gap(nb) < 1e-4  # their loader, their blocks: Hugging Face's logits
+    assert _printed(nb, SAMPLES).count("--- ") == 5  # the five strategies wrote with their model
+
+
+def test_wrong_answers_give_way_to_the_courses_classes_and_say_why(tmp_path, monkeypatch):
+    blocks = solved(EARLIER[1])
+    (code,) = [c.source for c in blocks.cells if grade_id(c) == "TransformerBlock"]
+    post_ln = code.replace("x = x + self.attn(self.ln1(x), mask)", "x = self.ln1(x + self.attn(x, mask))")
+    assert post_ln != code
+    lesson_10 = solved(LESSON)
+    (loader,) = [c.source for c in lesson_10.cells if grade_id(c) == "load_gpt2_weights"]
+    untransposed = loader.replace("state_dict[key].t() if key.endswith(conv1d) else state_dict[key]", "state_dict[key]")
+    assert untransposed != loader
+    earlier = {EARLIER[0]: solved(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
+    nb = _run(tmp_path, monkeypatch, earlier, with_answer(lesson_10, "load_gpt2_weights", untransposed))
+    classes = _printed(nb, YOUR_CODE)
+    assert "the course's `TransformerBlock` (lesson 06: its visible check says:" in classes, classes
+    assert "the blocks of a GPT built here: course_lib.blocks" in classes, classes
+    loader = _printed(nb, YOUR_LOADER)
+    assert "Running the course's `load_gpt2_weights` (lesson 10: its visible check says:" in loader, loader
+    assert _logit_gap(nb) < 1e-4  # the reference loaded the weights
+    assert _printed(nb, SAMPLES).count("--- ") == 5
+
+
+def test_the_lesson_builds_its_gpt_from_the_learners_blocks():
+    (cell,) = [c for c in read(source_path(LESSON)).cells if YOUR_CODE in c.source]
+    assert '"05_multi_head_attention", "06_transformer_blocks"' in cell.source
+    assert "block=yours.TransformerBlock" in cell.source
