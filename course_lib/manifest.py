@@ -338,6 +338,23 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise("rank_batch", references=("course_lib.train_data.rank_batch",)),
         ),
     ),
+    Lesson(
+        "12_beyond_gpt2",
+        "Beyond GPT-2",
+        modules=("modern", "modern_gpt", "ladder", "optimizers", "gpt", "position", "char_lm", "char_train"),
+        references="course_lib.modern",
+        grader="course_lib.grading.modern",
+        data=("tinyshakespeare.txt",),
+        # rope_attention rotates with lesson 03's apply_rope: in the notebook the learner's own where it passed its
+        # checks there (course_lib.lesson.your_code), in a graded answer's sandbox the course's.
+        preamble=STANDARD_IMPORTS + "from course_lib.position import apply_rope\n",
+        exercises=(
+            Exercise("rms_norm", shortcuts=("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm")),
+            Exercise("rope_attention"),
+            Exercise("SwiGLU"),
+            Exercise("repeat_kv"),  # torch.repeat_interleave is allowed: it is one right way to write it
+        ),
+    ),
 )
 
 

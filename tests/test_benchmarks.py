@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import textwrap
 
 import pytest
 
-from tests.benchmarks import bench_char_recipe, bench_train_gpu, gpu_check
+from course_lib import ladder
+from course_lib.modern_gpt import ModernConfig, ModernGPT
+from tests.benchmarks import bench_char_recipe, bench_ladder_gpu, bench_train_gpu, gpu_check
 
 # ------------------------------------------------------------------------------------------------------------
 # bench_char_recipe: nanoGPT's clock
@@ -130,3 +133,25 @@ def test_lesson_11_run_again_continues_from_its_checkpoint(tmp_path, monkeypatch
     text = (tmp_path / "lesson11_run1.txt").read_text()
     assert "pretending to be on NVIDIA L4" in text
     assert "tokens/s: planned" in text and "the run: " in text  # the plan from measurement ran
+
+
+# ------------------------------------------------------------------------------------------------------------
+# gpu_check: lesson 12's ladder at toy size (bench_ladder_gpu.py)
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_ladder_step_trains_every_rung_on_the_cpu(tmp_path, monkeypatch):
+    """gpu_check's dry run of lesson 12's ladder: every rung of the lesson trains on Tiny Shakespeare's GPT-2 tokens,
+    each with the parameters its ModernGPT has, and every validation loss ends below the uniform guess's."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    args = argparse.Namespace(dry_run=True, step_timeout=600)
+    result = gpu_check.run_ladder(args, tmp_path)
+    assert result["ok"], result["result"]
+    rows = json.loads((tmp_path / "ladder.json").read_text())["rows"]
+    tiny = ModernConfig(bench_ladder_gpu.PADDED_VOCAB, 32, **bench_ladder_gpu.SIZES["tiny"], use_sdpa=True)
+    gpt2 = ladder.modern_ladder(tiny)
+    assert [row["rung"] for row in rows] == [rung.label for rung in gpt2]
+    assert [row["params"] for row in rows] == [sum(p.numel() for p in ModernGPT(r.config).parameters()) for r in gpt2]
+    assert all(row["steps"] == 8 and row["tokens"] == 8 * 4 * 32 for row in rows)
+    assert all(row["val_loss"] < math.log(bench_ladder_gpu.PADDED_VOCAB) for row in rows)

@@ -179,13 +179,22 @@ ONE_WRONG = {
         "    return flops_per_token * tokens_per_second / peak_flops\n",
         "counts the forward pass only",
     ),
+    "12_beyond_gpt2": (
+        "repeat_kv",
+        "import torch\n\n\n"
+        "def repeat_kv(x, n_rep):\n"
+        "    if n_rep == 1:\n"
+        "        return x\n"
+        "    return x.repeat(1, n_rep, 1, 1)\n",
+        "interleaved",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
 for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
-           "statquest", "char_lm", "gpt2", "train"):
+           "statquest", "char_lm", "gpt2", "train", "modern"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

@@ -13,6 +13,7 @@
     tensors       lesson 00's PyTorch primer: broadcasting a column against a row, one gradient step
     gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
     training      lesson 11: the tokens' path through one training step, a checkpoint's save-and-resume cycle
+    modern        lesson 12: GPT-2's block beside a modern one, multi-head, grouped-query and multi-query attention
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -46,6 +47,7 @@ from course_lib.diagrams.char_gpt import your_gpt_stack
 from course_lib.diagrams.decoding import mask_conventions, teacher_forcing
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
+from course_lib.diagrams.modern import gpt2_vs_modern_block, grouped_query_attention
 from course_lib.diagrams.position import rope_rotation, sinusoidal_table
 from course_lib.diagrams.tensors import broadcasting, gradient_step
 from course_lib.diagrams.tokens import embedding_row_pick, sliding_window, token_plus_position, tokenization_pipeline
@@ -82,6 +84,8 @@ __all__ = [
     "kv_cache_step",
     "training_step_data_path",
     "checkpoint_resume_cycle",
+    "gpt2_vs_modern_block",
+    "grouped_query_attention",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -110,6 +114,8 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "kv_cache_step": kv_cache_step,
     "training_step_data_path": training_step_data_path,
     "checkpoint_resume_cycle": checkpoint_resume_cycle,
+    "gpt2_vs_modern_block": gpt2_vs_modern_block,
+    "grouped_query_attention": grouped_query_attention,
 }
 
 

@@ -1,4 +1,4 @@
-"""One check of lesson 11's GPU paths on one GPU, in about 6 minutes, with one summary table (a script).
+"""One check of the GPU paths of lessons 11 and 12 on one GPU, with one summary table (a script).
 
     python3 tests/benchmarks/gpu_check.py --wheels wheels/ --nanogpt /path/to/nanoGPT     # on the GPU machine
     python3 tests/benchmarks/gpu_check.py --dry-run                                       # on a CPU: the logic
@@ -11,6 +11,9 @@ Run from the repository root with a Python that has PyTorch. What it does, in or
 2. **benchmark**: tests/benchmarks/bench_train_gpu.py, the course's GPT-2 against Hugging Face's (and nanoGPT's,
    with `--nanogpt`), compiled and eager: tokens/s, MFU, memory, ratios.
 3. **CUDA tests**: `pytest -m gpu`.
+   **Lesson 12's ladder**: tests/benchmarks/bench_ladder_gpu.py, every rung of lesson 12 at GPT-2 small's size
+   for `--ladder-tokens` tokens of Tiny Shakespeare (1,000,000 by default: 61 steps of 16 x 1,024, a check that
+   every rung trains, with its tokens/s and validation loss beside GPT-2's; a ranking needs far more tokens).
 4. **lesson 11, first run**: the instructor source through nbclient, in a fresh folder, with `TIME_BUDGET_MIN`
    set to `--budget-min`. The checkpoint written nearest the middle of the run is copied aside (one line is
    wrapped around the loop's callback; nothing else in the lesson changes). Reported: the budget used against
@@ -55,6 +58,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # course_lib from this checkout (it need not be installed)
 LESSON = "11_gpt2_training_gpu"
+LADDER_RUNGS = 8  # lesson 12's ladder: GPT-2 and seven changes (course_lib.ladder.modern_ladder)
 # import name -> pip requirement: what the checks and lesson 11 import (the lesson's imports, the course's
 # grading kit, nbclient with its kernel, the CUDA tests, the Hugging Face peer)
 REQUIREMENTS = {
@@ -139,6 +143,27 @@ def run_bench(args, out: Path) -> dict:
                   if r["mode"] == mode and r["model"] != "course"]  # fmt: skip
     failed = [f"{r['label']}: {r['error']}" for r in rows if "error" in r]
     return {"result": "; ".join(parts) + (f"; FAILED {failed}" if failed else ""), "ok": not failed}
+
+
+def run_ladder(args, out: Path) -> dict:
+    """Lesson 12's ladder at GPT-2 small's size (bench_ladder_gpu.py): every rung's tokens/s and validation loss
+    after the same tokens of Tiny Shakespeare; at toy size on the CPU with --dry-run."""
+    command = [sys.executable, str(ROOT / "tests/benchmarks/bench_ladder_gpu.py"), "--json", str(out / "ladder.json")]
+    if args.dry_run:
+        command += ["--device", "cpu", "--tiny", "--seq-len", "32", "--tokens", "1024"]  # 8 steps of 4 x 32
+    else:
+        command += ["--tokens", str(args.ladder_tokens)]
+    done = subprocess.run(command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=args.step_timeout)
+    (out / "ladder.log").write_text(done.stdout + done.stderr)
+    print(done.stdout, flush=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench_ladder_gpu failed:\n{done.stderr[-2000:]}")
+    rows = json.loads((out / "ladder.json").read_text())["rows"]
+    first = rows[0]
+    parts = [f"{r['rung']} {r['tokens_per_s'] / first['tokens_per_s']:.2f}x, {r['val_loss']:.3f}" for r in rows]
+    finite = all(r["val_loss"] == r["val_loss"] and r["tokens_per_s"] > 0 for r in rows)  # no NaN, a pace measured
+    return {"result": f"GPT-2 {first['tokens_per_s']:,.0f} tok/s; tokens/s vs GPT-2, val loss: " + "; ".join(parts),
+            "ok": finite and len(rows) == LADDER_RUNGS}  # fmt: skip
 
 
 def run_gpu_tests(args, out: Path) -> dict:
@@ -255,6 +280,7 @@ def main() -> None:
     parser.add_argument("--budget-min", type=float, default=None, help="lesson 11's TIME_BUDGET_MIN (1.0; dry 0.5)")
     parser.add_argument("--step-timeout", type=int, default=300, help="seconds at most for one step or cell")
     parser.add_argument("--out", type=Path, help="keep the notebooks, JSON and logs here")
+    parser.add_argument("--ladder-tokens", type=int, default=1_000_000, help="lesson 12's ladder: tokens a rung")
     parser.add_argument("--requirements", action="store_true", help="print the pip requirements and stop")
     args = parser.parse_args()
     if args.requirements:
@@ -286,6 +312,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     step("benchmark", run_bench, args, out)
     step("CUDA tests (pytest -m gpu)", run_gpu_tests, args, out)
+    step("lesson 12 ladder (bench_ladder_gpu.py)", run_ladder, args, out)
     folder = Path(tempfile.mkdtemp(prefix="gpu-check-lesson11-"))
     first = step(f"lesson 11, first run (budget {args.budget_min:g} min)", run_lesson, args, out, folder, True)
     checkpoints = folder / "lesson11-run" / "checkpoints"

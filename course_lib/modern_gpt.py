@@ -1,0 +1,215 @@
+"""One GPT whose switches turn GPT-2's block into the block of today's open models (Lesson 12).
+
+    ModernConfig    the switches: norm ("layer" | "rms"), position ("learned" | "rope"), mlp ("gelu" | "swiglu"),
+                    n_kv_heads (grouped-query attention), bias, qk_norm, tie_weights
+    Attention       causal attention with [q | k | v] from one linear, optional QK-norm, RoPE and shared KV heads
+    ModernBlock     pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))
+    ModernGPT       embeddings -> blocks -> final norm -> output head; forward(idx, targets) -> (logits, loss)
+    init_modern     GPT-2's initialisation, for every switch (the residual projections scaled by 1/sqrt(2 n_layers))
+
+With every switch at GPT-2's setting (`ModernConfig(...)` as it comes) the model is lesson 09's GPT: the same
+module names, the same state-dict keys, and, seeded the same, the same initial weights (tests/test_modern_gpt.py).
+
+Shape legend: B batch, T time, H query heads, H_kv key/value heads, D head size, C d_model, V vocab_size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from course_lib import _checks
+from course_lib.blocks import FeedForward
+from course_lib.modern import RMSNorm, SwiGLU, repeat_kv, rope_cos_sin, rotate_pairs, swiglu_hidden
+
+__all__ = ["Attention", "ModernBlock", "ModernConfig", "ModernGPT", "init_modern"]
+
+
+@dataclass(frozen=True)
+class ModernConfig:
+    """A GPT's sizes and its switches; the defaults of the switches are GPT-2's."""
+
+    vocab_size: int
+    context_length: int
+    d_model: int = 64
+    n_heads: int = 4  # query heads
+    n_layers: int = 4
+    n_kv_heads: int | None = None  # key/value heads; None: one per query head (GPT-2); fewer: grouped-query
+    norm: str = "layer"  # "layer": LayerNorm (GPT-2); "rms": RMSNorm (Llama and most open models since)
+    position: str = "learned"  # "learned": a table added to the embeddings (GPT-2); "rope": rotate q and k
+    mlp: str = "gelu"  # "gelu": fc2(GELU(fc1 x)), 4 d wide (GPT-2); "swiglu": w2(silu(w1 x) * w3 x), 8/3 d wide
+    bias: bool = True  # biases in the linears and LayerNorms (GPT-2); False: none anywhere
+    qk_norm: bool = False  # RMSNorm over each head's queries and keys before the scores (and before RoPE)
+    tie_weights: bool = True  # the output head is the token embedding's matrix (GPT-2); False: a matrix of its own
+    rope_base: float = 10000.0  # RoPE's base (Llama 2: 10,000; Llama 3: 500,000)
+    use_sdpa: bool = False  # attention through F.scaled_dot_product_attention (fused kernels, the same function)
+
+    def __post_init__(self) -> None:
+        _checks.positive_ints(vocab_size=self.vocab_size, context_length=self.context_length, n_layers=self.n_layers)
+        _checks.divisible("d_model", self.d_model, "n_heads", self.n_heads)
+        _checks.divisible("n_heads", self.n_heads, "n_kv_heads", self.kv_heads)
+        _checks.one_of("norm", self.norm, ("layer", "rms"))
+        _checks.one_of("position", self.position, ("learned", "rope"))
+        _checks.one_of("mlp", self.mlp, ("gelu", "swiglu"))
+        _checks.positive_number("rope_base", self.rope_base)
+        if self.position == "rope":
+            _checks.positive_even("d_model // n_heads", self.d_head, "RoPE rotates channel pairs")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def d_hidden(self) -> int:
+        """The feed-forward's hidden width: 4 d for GELU, 2/3 of that for SwiGLU (the same parameter count)."""
+        return 4 * self.d_model if self.mlp == "gelu" else swiglu_hidden(self.d_model)
+
+    def replace(self, **changes: object) -> ModernConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _norm(config: ModernConfig, width: int) -> nn.Module:
+    if config.norm == "rms":
+        return RMSNorm(width)
+    return nn.LayerNorm(width, bias=config.bias)  # eps 1e-5, as GPT-2
+
+
+class Attention(nn.Module):
+    """Causal self-attention with the lesson's switches.
+
+    `qkv` computes [q | k | v] in one matmul: H * D query channels, then H_kv * D key and H_kv * D value channels
+    (with H_kv = H, GPT-2's fused layout). Each head's queries and keys may be normalised (`qk_norm`) and rotated
+    (RoPE, when the caller passes cos and sin); each key/value head then serves H / H_kv query heads (repeat_kv).
+    x: (B, T, C), rope: (cos, sin) of shape (>= T, D/2) each, or None -> (B, T, C).
+    """
+
+    def __init__(self, config: ModernConfig) -> None:
+        super().__init__()
+        C, H, H_kv, D = config.d_model, config.n_heads, config.kv_heads, config.d_head
+        self.n_heads, self.n_kv_heads, self.d_head, self.use_sdpa = H, H_kv, D, config.use_sdpa
+        self.qkv = nn.Linear(C, (H + 2 * H_kv) * D, bias=config.bias)  # [q | k | v]
+        self.out_proj = nn.Linear(C, C, bias=config.bias)
+        self.q_norm = RMSNorm(D) if config.qk_norm else None  # over each head's D channels, a gain per channel
+        self.k_norm = RMSNorm(D) if config.qk_norm else None
+
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        B, T, C = x.shape
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * D, H_kv * D, H_kv * D], dim=-1)
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, H_kv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        v = v.view(B, T, H_kv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)  # every query and key of length ~sqrt(D) times its gain
+        if rope is not None:
+            cos, sin = rope[0][:T], rope[1][:T]  # (T, D/2) each
+            q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)  # values are not rotated
+        k, v = repeat_kv(k, H // H_kv), repeat_kv(v, H // H_kv)  # (B, H, T, D): a KV head per group of queries
+        if self.use_sdpa:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T)
+            allowed = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()  # (T, T)
+            out = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v  # (B, H, T, D)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+
+class ModernBlock(nn.Module):
+    """Pre-norm block (GPT-2's order, kept by every model since): x + attn(ln1(x)), then x + mlp(ln2(x)).
+
+    `ln1`, `ln2` are LayerNorms or RMSNorms (the names stay GPT-2's, so that the state dicts line up); `mlp` is
+    lesson 06's FeedForward (GELU, tanh approximation) or a SwiGLU."""
+
+    def __init__(self, config: ModernConfig) -> None:
+        super().__init__()
+        self.ln1 = _norm(config, config.d_model)
+        self.attn = Attention(config)
+        self.ln2 = _norm(config, config.d_model)
+        if config.mlp == "gelu":
+            self.mlp = FeedForward(config.d_model, config.d_hidden)
+            if not config.bias:
+                self.mlp.fc1.bias, self.mlp.fc2.bias = None, None  # nn.Linear's forward skips a None bias
+        else:
+            self.mlp = SwiGLU(config.d_model, config.d_hidden, bias=config.bias)
+
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), rope)
+        return x + self.mlp(self.ln2(x))
+
+
+class ModernGPT(nn.Module):
+    """A decoder-only transformer with the switches of `ModernConfig`.
+
+    `tok_emb` (V, C), then `pos_emb` (context_length, C) added when positions are learned (none with RoPE: the
+    blocks rotate queries and keys with the `rope_cos` and `rope_sin` buffers instead); the `blocks`, `ln_f` and
+    `lm_head`, tied to `tok_emb` unless `tie_weights=False`. idx (B, T) long -> (logits (B, T, V), the mean
+    cross-entropy over all positions when `targets` (B, T) are given, else None).
+    """
+
+    def __init__(self, config: ModernConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos_emb = nn.Embedding(config.context_length, config.d_model) if config.position == "learned" else None
+        self.blocks = nn.ModuleList(ModernBlock(config) for _ in range(config.n_layers))
+        self.ln_f = _norm(config, config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_weights:
+            self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix embeds a token and scores it
+        if config.position == "rope":  # not in the state dict: computed from the config
+            cos, sin = rope_cos_sin(config.context_length, config.d_head, config.rope_base)  # (context, D/2)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        T = idx.shape[1]
+        if self.config.context_length < T:
+            raise ValueError(f"idx has T={T} positions, more than context_length {self.config.context_length}")
+        x = self.tok_emb(idx)  # (B, T, C)
+        rope = None
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(torch.arange(T, device=idx.device))  # (B, T, C) + (T, C)
+        else:
+            rope = (self.rope_cos, self.rope_sin)
+        for block in self.blocks:
+            x = block(x, rope)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+_RESIDUAL_PROJECTIONS = ("attn.out_proj", "mlp.fc2", "mlp.w2")  # the linears that write into the residual stream
+
+
+@torch.no_grad()
+def init_modern(model: nn.Module) -> nn.Module:
+    """GPT-2's initialisation, in place, for every switch: N(0, 0.02) for linear and embedding weights, zero
+    biases, norm gains at 1, and std 0.02 / sqrt(2 n_layers) for the projections that write into the residual
+    stream (`attn.out_proj`, and `mlp.fc2` or SwiGLU's `mlp.w2`). Visits the modules in the order
+    `course_lib.gpt.init_gpt2` does, so that a GPT-2-switched model seeded the same starts from the same weights."""
+    n_layers = len(model.blocks)
+    residual_std = 0.02 / math.sqrt(2 * n_layers)
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            std = residual_std if name.endswith(_RESIDUAL_PROJECTIONS) else 0.02
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, (nn.LayerNorm, RMSNorm)):
+            nn.init.ones_(module.weight)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+    return model

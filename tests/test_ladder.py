@@ -1,0 +1,137 @@
+"""Tests of course_lib.ladder (Lesson 12): the rungs, the schedule, and both measurements of a run, with the clock
+replaced by a counter so that the equal-seconds bookkeeping is checked without depending on this machine's speed."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import matplotlib
+import pytest
+import torch
+
+from course_lib import ladder
+from course_lib.char_train import eval_batches
+from course_lib.modern_gpt import ModernConfig
+
+matplotlib.use("Agg")
+
+V, T = 7, 8
+TINY = ModernConfig(V, T, d_model=8, n_heads=2, n_layers=1)
+SETTINGS = ladder.LadderSettings(steps=6, batch_size=2, warmup_steps=2, eval_windows=4, eval_points=2, seeds=(0,))
+
+
+def _data(n: int = 400, seed: int = 0) -> torch.Tensor:
+    return torch.randint(V, (n,), generator=torch.Generator().manual_seed(seed))
+
+
+class _Clock:
+    """time.perf_counter stand-in: every step of rung k takes `seconds[k]` (one call starts a step, one ends it)."""
+
+    def __init__(self, seconds: float):
+        self.now, self.seconds, self.calls = 0.0, seconds, itertools.count()
+
+    def __call__(self) -> float:
+        if next(self.calls) % 2:  # the call that ends a step
+            self.now += self.seconds
+        return self.now
+
+
+def _fake_time(monkeypatch, seconds: float) -> None:
+    monkeypatch.setattr(ladder.time, "perf_counter", _Clock(seconds))
+
+
+def test_the_ladder_adds_one_change_per_rung():
+    rungs = ladder.modern_ladder(TINY)
+    assert [r.label for r in rungs] == [
+        "GPT-2", "+ RMSNorm", "+ RoPE", "+ SwiGLU", "+ GQA", "+ no biases", "+ QK-norm", "+ Muon",
+    ]  # fmt: skip
+    assert rungs[0].config == TINY
+    for before, after in itertools.pairwise(rungs):
+        changed = [f.name for f in dataclasses.fields(ModernConfig) if getattr(before.config, f.name) !=
+                   getattr(after.config, f.name)]  # fmt: skip
+        assert len(changed) + (before.optimizer != after.optimizer) == 1, (after.label, changed)
+    assert rungs[-1].optimizer == "muon" and rungs[4].config.n_kv_heads == 1  # two query heads share one KV head
+
+
+def test_the_schedule_warms_up_then_falls_like_one_over_root_step():
+    assert [ladder.lr_factor(s, 4) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert ladder.lr_factor(15, 4) == pytest.approx(0.5)  # sqrt(4 / 16)
+    assert ladder.lr_factor(399, 4) == pytest.approx(0.1)
+    assert ladder.lr_factor(5, 0) == pytest.approx(1 / 6**0.5)
+
+
+def test_a_run_is_reproducible_and_measured_after_its_steps(monkeypatch):
+    _fake_time(monkeypatch, 0.5)
+    windows = eval_batches(_data(seed=1), T, 4)
+    rung = ladder.Rung("GPT-2", TINY)
+    first = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, seed=0)
+    again = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, seed=0)
+    assert first.val_loss == again.val_loss and [s for s, _ in first.curve] == [3, 6]
+    assert first.train_s == pytest.approx(3.0)  # 6 steps of 0.5 s; the evaluations are not counted
+    assert (first.seconds_steps, first.seconds_val_loss) == (6, first.val_loss)  # no budget: its own time
+
+
+@pytest.mark.parametrize(("seconds", "expected_steps"), [(0.5, 6), (1.0, 3), (0.75, 4), (0.25, 12), (0.1, 12)])
+def test_equal_seconds_counts_the_steps_that_fit_in_the_budget(monkeypatch, seconds, expected_steps):
+    """Budget 3 s: a rung at 1 s a step fits 3; at 0.75 s, 4; at 0.25 s it trains on to 12, where it stops (2 x
+    steps) however much time is left."""
+    _fake_time(monkeypatch, seconds)
+    windows = eval_batches(_data(seed=1), T, 4)
+    rung = ladder.Rung("+ RMSNorm", TINY.replace(norm="rms"))
+    result = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, budget_s=3.0)
+    assert result.seconds_steps == expected_steps
+    assert result.seconds_train_s == pytest.approx(expected_steps * seconds)
+    assert result.steps == 6 and result.train_s == pytest.approx(6 * seconds)
+    if expected_steps == 6:
+        assert result.seconds_val_loss == result.val_loss
+
+
+def test_run_ladder_builds_the_first_rung_with_the_baseline_and_budgets_the_rest(monkeypatch):
+    _fake_time(monkeypatch, 0.5)
+    built = []
+
+    def baseline():
+        built.append(torch.initial_seed())
+        return ladder.build_rung(ladder.Rung("x", TINY), torch.initial_seed())
+
+    rungs = ladder.modern_ladder(TINY)[:3]
+    heard = []
+    settings = dataclasses.replace(SETTINGS, seeds=(0, 5))
+    results = ladder.run_ladder(rungs, _data(), _data(seed=1), settings, baseline=baseline, progress=heard.append)
+    assert built == [0, 5] and [r.label for r in heard] == ["GPT-2", "+ RMSNorm", "+ RoPE"]
+    assert all([run.seed for run in r.runs] == [0, 5] for r in results)
+    assert all(r.seconds_steps == 6 for r in results)  # every step 0.5 s: everyone fits GPT-2's 6 steps
+    assert results[2].n_params < results[1].n_params  # the position table is gone
+    first = results[0]
+    assert first.val_loss == pytest.approx((first.runs[0].val_loss + first.runs[1].val_loss) / 2)
+    assert first.spread == pytest.approx(abs(first.runs[0].val_loss - first.runs[1].val_loss))
+    assert first.runs[0].val_loss != first.runs[1].val_loss  # another seed, other weights and batches
+    table = ladder.ladder_table(results)
+    assert all(r.label in table for r in results) and "equal seconds" in table and "seed 5" in table
+    assert f"largest difference between the seeds of one rung: {max(r.spread for r in results):.3f}" in table
+    fig, axes = ladder.ladder_chart(results, "tiny")
+    assert len(axes) == 2 and [t.get_text() for t in axes[1].get_yticklabels()] == [r.label for r in results]
+
+
+def test_the_first_rung_is_the_baseline_and_the_same_model_without_it():
+    """Seeded the same, lesson 09's GPT with GPT-2's initialisation and ModernGPT with GPT-2's switches are one
+    model, so the first rung's result does not depend on which of the two is built."""
+    from course_lib import gpt
+
+    windows = eval_batches(_data(seed=1), T, 4)
+    rung = ladder.Rung("GPT-2", TINY)
+    theirs = ladder.build_rung(rung, 0, lambda: gpt.init_gpt2(gpt.GPT(V, T, 8, 2, 1), 1))
+    ours = ladder.build_rung(rung, 0)
+    a = ladder.train_rung(theirs, rung, _data(), windows, SETTINGS, seed=0)
+    b = ladder.train_rung(ours, rung, _data(), windows, SETTINGS, seed=0)
+    assert a.val_loss == pytest.approx(b.val_loss, abs=1e-6)
+
+
+def test_settings_refuse_a_warmup_as_long_as_the_run():
+    with pytest.raises(ValueError, match="warmup_steps"):
+        ladder.LadderSettings(steps=10, warmup_steps=10)
+    with pytest.raises(ValueError, match="optimizer"):
+        ladder.Rung("x", TINY, optimizer="sgd")
+    with pytest.raises(ValueError, match="seeds"):
+        ladder.LadderSettings(seeds=(1, 1))

@@ -1,0 +1,145 @@
+"""Tests of course_lib.modern_gpt (Lesson 12): with GPT-2's switches it is lesson 09's GPT (names, initial weights,
+logits); each switch does what it says; attention matches a computation written head by head; SDPA matches."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_lib import gpt, modern
+from course_lib.modern_gpt import Attention, ModernConfig, ModernGPT, init_modern
+
+V, T = 11, 12
+ALL = dict(norm="rms", position="rope", mlp="swiglu", n_kv_heads=2, bias=False, qk_norm=True)
+
+
+def _config(**switches) -> ModernConfig:
+    return ModernConfig(V, T, d_model=16, n_heads=4, n_layers=2, **switches)
+
+
+def _idx(seed: int = 0, B: int = 2, length: int = T) -> torch.Tensor:
+    return torch.randint(V, (B, length), generator=torch.Generator().manual_seed(seed))
+
+
+def test_gpt2_switches_give_lesson_09s_gpt_name_for_name_and_weight_for_weight():
+    torch.manual_seed(0)
+    theirs = gpt.init_gpt2(gpt.GPT(V, T, 16, 4, 2), 2)
+    torch.manual_seed(0)
+    ours = init_modern(ModernGPT(_config()))
+    assert list(theirs.state_dict()) == list(ours.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True))
+    idx = _idx()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(idx)[0], theirs(idx)[0], rtol=0, atol=0)
+    assert ours.lm_head.weight is ours.tok_emb.weight
+
+
+def test_each_switch_changes_what_it_names():
+    model = ModernGPT(_config(**ALL))
+    names = dict(model.named_parameters())
+    assert model.pos_emb is None and "pos_emb.weight" not in model.state_dict()  # RoPE: no table, no buffer saved
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
+    assert isinstance(model.blocks[0].ln1, modern.RMSNorm) and isinstance(model.ln_f, modern.RMSNorm)
+    assert isinstance(model.blocks[0].mlp, modern.SwiGLU) and model.blocks[0].mlp.w1.out_features == 42
+    assert model.blocks[0].attn.qkv.out_features == (4 + 2 * 2) * 4  # 4 query heads, 2 key and 2 value heads of 4
+    assert not any(n.endswith("bias") for n in names)
+    assert "blocks.0.attn.q_norm.weight" in names and "blocks.0.attn.k_norm.weight" in names
+    untied = ModernGPT(_config(tie_weights=False))
+    assert untied.lm_head.weight is not untied.tok_emb.weight
+    assert (
+        sum(p.numel() for p in untied.parameters())
+        == sum(p.numel() for p in ModernGPT(_config()).parameters()) + V * 16
+    )
+
+
+def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
+    B, L, _ = t.shape
+    return t.view(B, L, n, -1).transpose(1, 2)  # (B, n, T, D)
+
+
+def _complex_rope(x: torch.Tensor) -> torch.Tensor:
+    L, D = x.shape[-2], x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    turn = torch.polar(torch.ones(L, D // 2, dtype=torch.float64), torch.arange(L)[:, None] * theta)
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], D // 2, 2).contiguous())
+    return torch.view_as_real(pairs * turn).reshape(x.shape).to(x.dtype)
+
+
+def test_attention_with_every_switch_matches_a_head_by_head_computation():
+    torch.manual_seed(1)
+    config = _config(**ALL)
+    layer = init_modern(ModernGPT(config)).blocks[0].attn
+    x = torch.randn(2, 7, 16)
+    rope = modern.rope_cos_sin(T, 4)
+    with torch.no_grad():
+        got = layer(x, rope)
+        q, k, v = (x @ layer.qkv.weight.T).split([16, 8, 8], dim=-1)
+        q, k, v = _heads(q, 4), _heads(k, 2), _heads(v, 2)  # (B, 4, 7, 4), (B, 2, 7, 4) x 2
+        rms = lambda t, g: t / torch.sqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * g  # noqa: E731
+        q, k = _complex_rope(rms(q, layer.q_norm.weight)), _complex_rope(rms(k, layer.k_norm.weight))
+        heads = []
+        for h in range(4):  # query head h reads key/value head h // 2
+            scores = q[:, h] @ k[:, h // 2].transpose(-2, -1) / math.sqrt(4)
+            scores = scores.masked_fill(torch.triu(torch.ones(7, 7, dtype=torch.bool), 1), float("-inf"))
+            heads.append(scores.softmax(-1) @ v[:, h // 2])
+        expected = torch.cat(heads, dim=-1) @ layer.out_proj.weight.T
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("switches", [{}, ALL, dict(position="rope", n_kv_heads=1)])
+def test_sdpa_computes_the_same_model(switches):
+    torch.manual_seed(2)
+    explicit = init_modern(ModernGPT(_config(**switches)))
+    fused = ModernGPT(_config(**switches, use_sdpa=True))
+    fused.load_state_dict(explicit.state_dict())
+    idx = _idx(3)
+    with torch.no_grad():
+        torch.testing.assert_close(fused(idx)[0], explicit(idx)[0], atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("switches", [{}, ALL])
+def test_the_model_is_causal_and_its_loss_is_the_mean_cross_entropy(switches):
+    torch.manual_seed(4)
+    model = init_modern(ModernGPT(_config(**switches))).eval()
+    idx, targets = _idx(5), _idx(6)
+    changed = idx.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % V
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        torch.testing.assert_close(model(changed)[0][:, :-1], logits[:, :-1])
+        torch.testing.assert_close(loss, F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1)))
+    with pytest.raises(ValueError, match="context_length"):
+        model(_idx(length=T + 1))
+
+
+def test_init_modern_scales_the_residual_projections():
+    torch.manual_seed(5)
+    model = init_modern(ModernGPT(ModernConfig(V, T, d_model=128, n_heads=4, n_layers=8, mlp="swiglu", norm="rms")))
+    block = model.blocks[0]
+    residual = 0.02 / math.sqrt(16)
+    assert block.mlp.w2.weight.std().item() == pytest.approx(residual, rel=0.1)
+    assert block.attn.out_proj.weight.std().item() == pytest.approx(residual, rel=0.1)
+    assert block.mlp.w1.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert torch.equal(block.ln1.weight, torch.ones(128))
+
+
+@pytest.mark.parametrize(
+    ("changes", "word"),
+    [
+        (dict(n_kv_heads=3), "n_kv_heads"),
+        (dict(norm="batch"), "norm"),
+        (dict(d_model=20, n_heads=4, position="rope"), "RoPE"),
+        (dict(mlp="relu"), "mlp"),
+    ],  # fmt: skip
+)
+def test_config_refuses_what_cannot_be_built(changes, word):
+    with pytest.raises(ValueError, match=word):
+        ModernConfig(V, T, **{"d_model": 16, "n_heads": 4, **changes})
+
+
+def test_attention_alone_needs_no_model():
+    layer = Attention(_config(n_kv_heads=1))
+    assert layer(torch.randn(1, 5, 16)).shape == (1, 5, 16)
