@@ -44,6 +44,22 @@ c.Execute.shutdown_kernel = "graceful"
 """
 
 
+def per_submission_seconds(log: str) -> list[float]:
+    """The seconds each submission took inside one `nbgrader autograde`, from its log (stamped lines)."""
+    begun, each = None, []
+    for line in log.splitlines():
+        match = _STAMP.match(line)
+        if not match:
+            continue
+        stamp, message = float(match.group(1)), match.group(2)
+        if message.startswith("Creating/updating student"):
+            begun = stamp
+        elif message.startswith("Setting destination file permissions") and begun is not None:
+            each.append(stamp - begun)
+            begun = None
+    return each
+
+
 def _run(command: list[str], args: list[str], folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     full_env = dict(os.environ) | env
     full_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full_env.get("PATH", "")])
@@ -75,18 +91,7 @@ def autograde(
     wall = time.perf_counter() - start
     if result.returncode:
         raise SystemExit(f"autograde failed:\n{result.stderr[-3000:]}")
-    begun, each = None, []
-    for line in result.stderr.splitlines():
-        match = _STAMP.match(line)
-        if not match:
-            continue
-        stamp, message = float(match.group(1)), match.group(2)
-        if message.startswith("Creating/updating student"):
-            begun = stamp
-        elif message.startswith("Setting destination file permissions") and begun is not None:
-            each.append(stamp - begun)
-            begun = None
-    return wall, each
+    return wall, per_submission_seconds(result.stderr)
 
 
 def kernel_parts(notebook: Path, extra: list[str], shutdown: str) -> dict[str, float]:

@@ -44,7 +44,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.workflow.classroom import autograde_parallel, students_to_grade
 from course_lib.workflow.course import REPO_ROOT, run_nbgrader
-from tests.benchmarks.bench_autograde import _STAMP, _run, copy_library
+from tests.benchmarks.bench_autograde import _run, copy_library, per_submission_seconds
 from tests.nbtools import LESSONS, ROOT, grade_id, read, release_path, solved, source_path, with_answer
 from tests.test_nbgrader_roundtrip import HOSTILE_CODE, ONE_WRONG
 
@@ -93,18 +93,7 @@ def autograde(folder: Path, lesson: str, env: dict[str, str], timeout: int) -> t
     wall = time.perf_counter() - start
     if result.returncode:
         raise SystemExit(f"autograde failed:\n{result.stderr[-3000:]}")
-    begun, each = None, []
-    for line in result.stderr.splitlines():
-        match = _STAMP.match(line)
-        if not match:
-            continue
-        stamp, message = float(match.group(1)), match.group(2)
-        if message.startswith("Creating/updating student"):
-            begun = stamp
-        elif message.startswith("Setting destination file permissions") and begun is not None:
-            each.append(stamp - begun)
-            begun = None
-    return wall, each
+    return wall, per_submission_seconds(result.stderr)
 
 
 def full_marks(course: Path, lesson: str, students: list[str]) -> int:
