@@ -77,5 +77,7 @@ def test_formgraders_generate_button_changes_no_committed_file(course):
 def test_make_lab_instructor_puts_the_environments_programs_first():
     """formgrader makes a new gradebook with nbgrader's `alembic` program: without the environment's bin/ on the
     PATH, its pages stay empty on a course that has no gradebook yet."""
-    shown = subprocess.run(["make", "-n", "lab-instructor"], cwd=ROOT.parent, capture_output=True, text=True).stdout
+    # --no-print-directory: under `make test` this make is nested and would end with "make[1]: Leaving directory"
+    command = ["make", "--no-print-directory", "-n", "lab-instructor"]
+    shown = subprocess.run(command, cwd=ROOT.parent, capture_output=True, text=True).stdout
     assert f'PATH="{ROOT.parent / ".venv" / "bin"}:$PATH"' in shown.splitlines()[-1]

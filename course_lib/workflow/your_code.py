@@ -160,7 +160,6 @@ def load_your_code(*lesson_ids: str, here: Path | None = None, graded: bool | No
     result = YourCode()
     for lesson_id in lesson_ids:
         lesson = manifest.lesson(lesson_id)
-        references = importlib.import_module(lesson.references)
         path = None if graded else notebook_of(lesson_id, here)
         cells: dict[str, str] = {}
         missing = "graded runs use the course's references" if graded else f"no saved notebook {lesson_id}.ipynb found"
@@ -173,8 +172,8 @@ def load_your_code(*lesson_ids: str, here: Path | None = None, graded: bool | No
         for exercise in lesson.exercises:
             reason = missing or _try_answer(lesson, exercise, cells, result.objects)
             for name in exercise.names:
-                if reason:
-                    result.objects[name] = getattr(references, name)
+                if reason:  # the exercise's own reference (lesson 09's GPT lives in course_lib.gpt, not its unit)
+                    result.objects[name] = _reference_of(lesson_id, name)
                 result.choices[name] = Choice(name, lesson_id, not reason, reason)
     return result
 
