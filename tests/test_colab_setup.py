@@ -77,18 +77,19 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_finds_t
     script = tmp_path / "setup_cell.py"
     script.write_text(_colab_cell(LESSON, clone))
     probe = "import course_lib, torch; print('course_lib at', course_lib.__file__); print('torch', torch.__version__)"
-    before = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    # A PYTHONPATH of the caller's (a CI runner may point it at this checkout) is not part of a Colab machine.
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE")}
+    before = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=clean)
     assert "No module named 'course_lib'" in before.stderr, "the stand-in must start without course_lib"
 
     report = tmp_path / "pip-report.json"
-    env = dict(os.environ, PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0", PIP_REPORT=str(report))
+    env = dict(clean, PIP_NO_INDEX="1", PIP_NO_BUILD_ISOLATION="0", PIP_REPORT=str(report))
     # The clone's committed data/ must be enough: no mirror, no cache, and every download fails.
     empty = tmp_path / "no-mirror"
     empty.mkdir()
     env.update(COURSE_DATA_MIRROR=str(empty), http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9")
     for name in ("COURSE_DATA_CACHE", "no_proxy", "NO_PROXY", "HTTP_PROXY", "HTTPS_PROXY"):
         env.pop(name, None)
-    env.pop("PYTHONPATH", None)
     run = subprocess.run(
         [colab_python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
     )
@@ -100,7 +101,7 @@ def test_the_colab_branch_installs_the_course_without_touching_torch_and_finds_t
     assert all((clone / "data" / name).is_file() for name in manifest.lesson(LESSON).data)
     assert not (clone / "data" / "cache").exists(), "the committed data files should have been used as they are"
 
-    after = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    after = subprocess.run([colab_python, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=clean)
     assert after.returncode == 0, after.stderr
     assert f"course_lib at {clone / 'course_lib' / '__init__.py'}" in after.stdout  # a new kernel finds it too
     import torch
