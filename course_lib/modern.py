@@ -18,6 +18,7 @@ Shape legend: B batch, T time, H query heads, H_kv key/value heads, D head size,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -63,15 +64,20 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 class RMSNorm(nn.Module):
-    """`rms_norm` with a learned gain `weight` (C,), starting at 1 (no bias: there is no shift to learn back)."""
+    """`rms_norm` with a learned gain `weight` (C,), starting at 1 (no bias: there is no shift to learn back).
 
-    def __init__(self, d_model: int, eps: float = 1e-6) -> None:
+    `norm`: the function to normalise with, `rms_norm`'s contract (the course's own computation when None)."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6, norm: Callable[[Tensor, Tensor, float], Tensor] | None = None):
         super().__init__()
         _checks.positive_int("d_model", d_model)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))
+        self.norm = norm  # another rms_norm(x, weight, eps) to run (lesson 12 passes the learner's); None: ours
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.norm is not None:
+            return self.norm(x, self.weight, self.eps)
         rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # as rms_norm, without its checks
         return x / rms * self.weight
 

@@ -5,6 +5,7 @@
     Attention       causal attention with [q | k | v] from one linear, optional QK-norm, RoPE and shared KV heads
     ModernBlock     pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))
     ModernGPT       embeddings -> blocks -> final norm -> output head; forward(idx, targets) -> (logits, loss)
+    ModernParts     which rms_norm, rope_attention, SwiGLU and repeat_kv the model runs: the course's, or the learner's
     init_modern     GPT-2's initialisation, for every switch (the residual projections scaled by 1/sqrt(2 n_layers))
 
 With every switch at GPT-2's setting (`ModernConfig(...)` as it comes) the model is lesson 09's GPT: the same
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +29,7 @@ from course_lib import _checks
 from course_lib.blocks import FeedForward
 from course_lib.modern import RMSNorm, SwiGLU, repeat_kv, rope_cos_sin, rotate_pairs, swiglu_hidden
 
-__all__ = ["Attention", "ModernBlock", "ModernConfig", "ModernGPT", "init_modern"]
+__all__ = ["Attention", "ModernBlock", "ModernConfig", "ModernGPT", "ModernParts", "init_modern"]
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,29 @@ class ModernConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _norm(config: ModernConfig, width: int) -> nn.Module:
+@dataclass(frozen=True)
+class ModernParts:
+    """The implementations of lesson 12's four exercises that a model runs: the course's (`course_lib.modern`) as
+    they come, the learner's where the lesson passes them, so that the ladder trains models built from their code.
+
+    Each must follow its exercise's contract: `rms_norm(x, weight, eps)`, `rope_attention(q, k, v, base)` (causal,
+    q and k rotated in interleaved pairs), `SwiGLU(d_model, d_hidden, bias)` with linears `w1`, `w2`, `w3`, and
+    `repeat_kv(x, n_rep)`. None for `rms_norm` or `rope_attention`: the course's own computation, with RoPE's
+    angles computed once per model (a buffer) instead of at every call. With `use_sdpa`, attention runs through
+    PyTorch's fused kernel and `rope_attention` is not called."""
+
+    rms_norm: Callable[[Tensor, Tensor, float], Tensor] | None = None
+    rope_attention: Callable[[Tensor, Tensor, Tensor, float], Tensor] | None = None
+    SwiGLU: type[nn.Module] = SwiGLU
+    repeat_kv: Callable[[Tensor, int], Tensor] = repeat_kv
+
+
+COURSE_PARTS = ModernParts()
+
+
+def _norm(config: ModernConfig, width: int, parts: ModernParts) -> nn.Module:
     if config.norm == "rms":
-        return RMSNorm(width)
+        return RMSNorm(width, norm=parts.rms_norm)
     return nn.LayerNorm(width, bias=config.bias)  # eps 1e-5, as GPT-2
 
 
@@ -90,17 +112,19 @@ class Attention(nn.Module):
     `qkv` computes [q | k | v] in one matmul: H * D query channels, then H_kv * D key and H_kv * D value channels
     (with H_kv = H, GPT-2's fused layout). Each head's queries and keys may be normalised (`qk_norm`) and rotated
     (RoPE, when the caller passes cos and sin); each key/value head then serves H / H_kv query heads (repeat_kv).
-    x: (B, T, C), rope: (cos, sin) of shape (>= T, D/2) each, or None -> (B, T, C).
+    `parts` (ModernParts): whose rms_norm, rope_attention and repeat_kv run. x: (B, T, C), rope: (cos, sin) of
+    shape (>= T, D/2) each, or None -> (B, T, C).
     """
 
-    def __init__(self, config: ModernConfig) -> None:
+    def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
         super().__init__()
         C, H, H_kv, D = config.d_model, config.n_heads, config.kv_heads, config.d_head
         self.n_heads, self.n_kv_heads, self.d_head, self.use_sdpa = H, H_kv, D, config.use_sdpa
+        self.rope_base, self.rope_attention, self.repeat_kv = config.rope_base, parts.rope_attention, parts.repeat_kv
         self.qkv = nn.Linear(C, (H + 2 * H_kv) * D, bias=config.bias)  # [q | k | v]
         self.out_proj = nn.Linear(C, C, bias=config.bias)
-        self.q_norm = RMSNorm(D) if config.qk_norm else None  # over each head's D channels, a gain per channel
-        self.k_norm = RMSNorm(D) if config.qk_norm else None
+        self.q_norm = RMSNorm(D, norm=parts.rms_norm) if config.qk_norm else None  # each head's D channels
+        self.k_norm = RMSNorm(D, norm=parts.rms_norm) if config.qk_norm else None
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
         B, T, C = x.shape
@@ -111,10 +135,13 @@ class Attention(nn.Module):
         v = v.view(B, T, H_kv, D).transpose(1, 2)  # (B, H_kv, T, D)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)  # every query and key of length ~sqrt(D) times its gain
-        if rope is not None:
+        k, v = self.repeat_kv(k, H // H_kv), self.repeat_kv(v, H // H_kv)  # (B, H, T, D): a KV head per group
+        if rope is not None and self.rope_attention is not None and not self.use_sdpa:
+            out = self.rope_attention(q, k, v, self.rope_base)  # rotates q and k itself; (B, H, T, D)
+            return self.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        if rope is not None:  # the rotation commutes with repeat_kv: each copy of a key head is rotated alike
             cos, sin = rope[0][:T], rope[1][:T]  # (T, D/2) each
             q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)  # values are not rotated
-        k, v = repeat_kv(k, H // H_kv), repeat_kv(v, H // H_kv)  # (B, H, T, D): a KV head per group of queries
         if self.use_sdpa:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
         else:
@@ -128,19 +155,19 @@ class ModernBlock(nn.Module):
     """Pre-norm block (GPT-2's order, kept by every model since): x + attn(ln1(x)), then x + mlp(ln2(x)).
 
     `ln1`, `ln2` are LayerNorms or RMSNorms (the names stay GPT-2's, so that the state dicts line up); `mlp` is
-    lesson 06's FeedForward (GELU, tanh approximation) or a SwiGLU."""
+    lesson 06's FeedForward (GELU, tanh approximation) or a SwiGLU (`parts.SwiGLU`)."""
 
-    def __init__(self, config: ModernConfig) -> None:
+    def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
         super().__init__()
-        self.ln1 = _norm(config, config.d_model)
-        self.attn = Attention(config)
-        self.ln2 = _norm(config, config.d_model)
+        self.ln1 = _norm(config, config.d_model, parts)
+        self.attn = Attention(config, parts)
+        self.ln2 = _norm(config, config.d_model, parts)
         if config.mlp == "gelu":
             self.mlp = FeedForward(config.d_model, config.d_hidden)
             if not config.bias:
                 self.mlp.fc1.bias, self.mlp.fc2.bias = None, None  # nn.Linear's forward skips a None bias
         else:
-            self.mlp = SwiGLU(config.d_model, config.d_hidden, bias=config.bias)
+            self.mlp = parts.SwiGLU(config.d_model, config.d_hidden, bias=config.bias)
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
         x = x + self.attn(self.ln1(x), rope)
@@ -153,16 +180,17 @@ class ModernGPT(nn.Module):
     `tok_emb` (V, C), then `pos_emb` (context_length, C) added when positions are learned (none with RoPE: the
     blocks rotate queries and keys with the `rope_cos` and `rope_sin` buffers instead); the `blocks`, `ln_f` and
     `lm_head`, tied to `tok_emb` unless `tie_weights=False`. idx (B, T) long -> (logits (B, T, V), the mean
-    cross-entropy over all positions when `targets` (B, T) are given, else None).
+    cross-entropy over all positions when `targets` (B, T) are given, else None). `parts`: whose implementations of
+    lesson 12's exercises it runs (`ModernParts`; the course's by default).
     """
 
-    def __init__(self, config: ModernConfig) -> None:
+    def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
         super().__init__()
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_emb = nn.Embedding(config.context_length, config.d_model) if config.position == "learned" else None
-        self.blocks = nn.ModuleList(ModernBlock(config) for _ in range(config.n_layers))
-        self.ln_f = _norm(config, config.d_model)
+        self.blocks = nn.ModuleList(ModernBlock(config, parts) for _ in range(config.n_layers))
+        self.ln_f = _norm(config, config.d_model, parts)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix embeds a token and scores it

@@ -143,3 +143,99 @@ def test_config_refuses_what_cannot_be_built(changes, word):
 def test_attention_alone_needs_no_model():
     layer = Attention(_config(n_kv_heads=1))
     assert layer(torch.randn(1, 5, 16)).shape == (1, 5, 16)
+
+
+# --- ModernParts: the ladder's models built from the learner's answers --------------------------------------------
+
+
+def _their_rms_norm(x, weight, eps=1e-6):  # written another way: PyTorch's own
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def _their_rope_attention(q, k, v, base=10000.0):  # complex-number RoPE, then PyTorch's fused attention
+    from tests.test_modern import _complex_rope
+
+    return F.scaled_dot_product_attention(
+        _complex_rope(q, base).to(q.dtype), _complex_rope(k, base).to(k.dtype), v, is_causal=True
+    )
+
+
+class _TheirSwiGLU(torch.nn.Module):
+    def __init__(self, d_model, d_hidden, bias=False):
+        super().__init__()
+        self.w1 = torch.nn.Linear(d_model, d_hidden, bias=bias)
+        self.w3 = torch.nn.Linear(d_model, d_hidden, bias=bias)
+        self.w2 = torch.nn.Linear(d_hidden, d_model, bias=bias)
+
+    def forward(self, x):
+        gate = self.w1(x)
+        return self.w2(gate * torch.sigmoid(gate) * self.w3(x))
+
+
+def _their_repeat_kv(x, n_rep):  # a loop over the query heads
+    return torch.stack([x[:, h // n_rep] for h in range(x.shape[1] * n_rep)], dim=1)
+
+
+def _interleaved_repeat_kv(x, n_rep):  # the named mistake: head h reads key/value head h % H_kv
+    return x.repeat(1, n_rep, 1, 1)
+
+
+THEIRS = dict(
+    rms_norm=_their_rms_norm, rope_attention=_their_rope_attention, SwiGLU=_TheirSwiGLU, repeat_kv=_their_repeat_kv
+)
+
+
+@pytest.mark.parametrize("switches", [ALL, dict(ALL, bias=True, qk_norm=False), dict(norm="rms", position="rope")])
+def test_a_model_built_from_other_correct_parts_is_the_same_model(switches):
+    from course_lib.modern_gpt import ModernParts
+
+    torch.manual_seed(0)
+    ours = init_modern(ModernGPT(_config(**switches)))
+    torch.manual_seed(0)
+    theirs = init_modern(ModernGPT(_config(**switches), ModernParts(**THEIRS)))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True))
+    idx = _idx(3)
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(idx)[0], ours(idx)[0], rtol=1e-5, atol=1e-5)
+    theirs(idx, idx)[1].backward()  # their parts train too: every parameter gets a gradient
+    assert all(p.grad is not None for p in theirs.parameters())
+
+
+@pytest.mark.parametrize(
+    "part, wrong",
+    [
+        ("repeat_kv", _interleaved_repeat_kv),
+        ("rms_norm", lambda x, weight, eps=1e-6: F.layer_norm(x, (x.shape[-1],), weight, None, eps)),
+        ("rope_attention", lambda q, k, v, base=10000.0: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+    ],
+)
+def test_the_parts_given_are_the_parts_run(part, wrong):
+    """A wrong part changes the model's output: the model really calls what it is given."""
+    from course_lib.modern_gpt import ModernParts
+
+    torch.manual_seed(0)
+    ours = init_modern(ModernGPT(_config(**ALL)))
+    torch.manual_seed(0)
+    theirs = init_modern(ModernGPT(_config(**ALL), ModernParts(**{part: wrong})))
+    idx = _idx(4)
+    with torch.no_grad():
+        assert (theirs(idx)[0] - ours(idx)[0]).abs().max() > 1e-3
+
+
+def test_a_given_swiglu_class_is_the_one_built_and_sdpa_bypasses_rope_attention():
+    from course_lib.modern_gpt import ModernParts
+
+    calls = []
+
+    def counted(q, k, v, base=10000.0):
+        calls.append(q.shape)
+        return _their_rope_attention(q, k, v, base)
+
+    model = ModernGPT(_config(**ALL), ModernParts(SwiGLU=_TheirSwiGLU, rope_attention=counted))
+    assert all(isinstance(block.mlp, _TheirSwiGLU) for block in model.blocks)
+    model(_idx())
+    assert calls == [(2, 4, T, 4)] * 2  # once per layer, with the key/value heads already repeated to 4
+    fused = ModernGPT(_config(**ALL, use_sdpa=True), ModernParts(rope_attention=counted))
+    fused(_idx())
+    assert len(calls) == 2  # PyTorch's kernel does the attention: the rotation is the model's own
