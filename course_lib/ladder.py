@@ -3,6 +3,8 @@
     Rung              one row: what it adds, the architecture (a ModernConfig), the optimizer ("adamw" | "muon")
     Run, RungResult   one run's two measurements; a rung's runs (one per seed) and their means
     modern_ladder     the lesson's rungs: GPT-2, + RMSNorm, + RoPE, + SwiGLU, + GQA, + no biases, + QK-norm, + Muon
+    token_ladder      four of them for GPT-2's tokens: GPT-2, + RoPE, the modern block (every change), + Muon
+    compact_ids       token ids renumbered over the tokens that occur (a small corpus in GPT-2's 50,257 tokens)
     LadderSettings    the task's sizes and the training recipe every rung shares
     lr_factor         the schedule: linear warm-up, then 1 / sqrt(step), the same whenever a run stops
     build_rung        a rung's model, its weights drawn from a fixed seed
@@ -18,7 +20,7 @@ that luck is (tests/benchmarks/bench_ladder_seeds.py runs more seeds).
 
 **Equal seconds.** The first rung (GPT-2) needs S seconds of training for its steps. Every other rung is measured
 again after the last step that fits in S seconds of its own training (a faster rung trains on past `steps`, up to
-twice as many). The learning rate follows a schedule that does not depend on where a run stops, so both
+`seconds_cap` times as many). The learning rate follows a schedule that does not depend on where a run stops, so both
 measurements come from one run. The seconds are this machine's, at this moment: another machine, or this one
 busier, gives other step counts, so that column is measured, never promised.
 
@@ -39,7 +41,7 @@ from torch import Tensor, nn
 from course_lib import _checks
 from course_lib.char_lm import get_batch
 from course_lib.char_train import estimate_loss, eval_batches
-from course_lib.modern_gpt import ModernConfig, ModernGPT, init_modern
+from course_lib.modern_gpt import COURSE_PARTS, ModernConfig, ModernGPT, ModernParts, init_modern
 from course_lib.optimizers import muon_and_adamw
 
 __all__ = [
@@ -47,13 +49,16 @@ __all__ = [
     "Rung",
     "Run",
     "RungResult",
+    "TOKEN_SETTINGS",
     "build_rung",
+    "compact_ids",
     "ladder_chart",
     "ladder_table",
     "lr_factor",
     "modern_ladder",
     "run_ladder",
     "rung_optimizers",
+    "token_ladder",
     "train_rung",
 ]
 
@@ -90,6 +95,24 @@ def modern_ladder(gpt2: ModernConfig) -> list[Rung]:
     ]
 
 
+def token_ladder(gpt2: ModernConfig) -> list[Rung]:
+    """Four rungs of `modern_ladder`, for a task where a step costs more (GPT-2's tokens): GPT-2; + RoPE (with
+    RMSNorm, as in the full ladder); the modern block (every change, trained with AdamW: the "+ QK-norm" rung); and
+    that block trained with Muon."""
+    full = modern_ladder(gpt2)
+    return [full[0], full[2], Rung("modern block", full[-2].config), full[-1]]
+
+
+def compact_ids(ids: Tensor) -> tuple[Tensor, Tensor]:
+    """(`ids` renumbered 0..K-1 over the K distinct ids that occur, in the order of the original ids; those K
+    original ids, so that `kept[compact] == ids`). A model of a small text in GPT-2's tokens then needs an embedding
+    row (and an output) for K tokens, not 50,257: the rows of tokens that never occur would only learn never to be
+    predicted. ids: (N,) integers -> ((N,) long, (K,) long)."""
+    _checks.tensor("ids", ids, "N", integer=True)
+    kept, compact = torch.unique(ids, sorted=True, return_inverse=True)
+    return compact.long(), kept.long()
+
+
 @dataclass(frozen=True)
 class LadderSettings:
     """The task and the recipe every rung shares (AdamW's settings are nanoGPT's for Tiny Shakespeare)."""
@@ -105,13 +128,22 @@ class LadderSettings:
     eval_windows: int = 256  # validation windows, drawn once (seed 0): the same for every rung and evaluation
     eval_points: int = 4  # evaluations up to `steps` (for the curves), the last one after step `steps`
     seeds: tuple[int, ...] = (0, 1)  # one run per seed; a seed fixes a run's initial weights and its batches
+    seconds_cap: float = 2.0  # in the equal-seconds budget a faster rung trains on to at most this many x `steps`
 
     def __post_init__(self) -> None:
         _checks.positive_ints(steps=self.steps, batch_size=self.batch_size, eval_windows=self.eval_windows)
         _checks.positive_ints(eval_points=self.eval_points)
         _checks.int_between("warmup_steps", self.warmup_steps, 0, self.steps - 1, "fewer than `steps`")
+        if not self.seconds_cap >= 1:
+            raise ValueError(f"`seconds_cap` must be 1 or more (x `steps`), got {self.seconds_cap!r}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"`seeds` must be one or more different ints, got {self.seeds!r}")
+
+
+# The lesson's ladder on GPT-2's tokens (2 layers of 64, 32 tokens of context): a step costs more than a character
+# step (the output layer scores 11,706 tokens, not 65 characters), so one seed, 200 steps, and no training on past
+# them in the equal-seconds budget.
+TOKEN_SETTINGS = LadderSettings(steps=200, warmup_steps=20, eval_windows=128, seeds=(0,), seconds_cap=1.0)
 
 
 @dataclass
@@ -166,13 +198,15 @@ class RungResult:
         ]
 
 
-def build_rung(rung: Rung, seed: int, baseline: Callable[[], nn.Module] | None = None) -> nn.Module:
+def build_rung(
+    rung: Rung, seed: int, baseline: Callable[[], nn.Module] | None = None, parts: ModernParts = COURSE_PARTS
+) -> nn.Module:
     """The rung's model, its weights drawn after seeding torch with `seed`: `baseline()` when given, else
-    ModernGPT(rung.config) with GPT-2's initialisation (`init_modern`)."""
+    ModernGPT(rung.config, parts) with GPT-2's initialisation (`init_modern`)."""
     torch.manual_seed(seed)  # the same initial draws for every rung
     if baseline is not None:
         return baseline()
-    return init_modern(ModernGPT(rung.config))
+    return init_modern(ModernGPT(rung.config, parts))
 
 
 def rung_optimizers(model: nn.Module, rung: Rung, settings: LadderSettings) -> list[torch.optim.Optimizer]:
@@ -215,7 +249,8 @@ def train_rung(
     budget_s: float | None = None,
 ) -> Run:
     """Train `model` for `settings.steps` steps and, with `budget_s`, for as many steps as fit in that many
-    training seconds (at most twice `steps`); the run holds the validation loss at both points.
+    training seconds (at most `settings.seconds_cap` times `steps`); the run holds the validation loss at both
+    points.
 
     Batches come from a generator seeded with `seed` (every rung run with that seed sees the same windows); the
     learning rate follows `lr_factor` (each optimizer's peak scaled by the same factor); the gradient norm is
@@ -233,7 +268,8 @@ def train_rung(
         if step == n:
             run.val_loss, run.train_s = run.curve[-1][1], clock.seconds
         # without a budget, the budget is this run's own time for `steps` steps
-        fits = step < n if budget_s is None else clock.seconds + clock.last_step <= budget_s and step < 2 * n
+        most = n if budget_s is None else int(settings.seconds_cap * n)
+        fits = step < most and (budget_s is None or clock.seconds + clock.last_step <= budget_s)
         if not fits and run.seconds_steps is None:  # the next step would not fit in the budget: measure here
             loss = run.val_loss if step == n else estimate_loss(model, *val_windows)
             run.seconds_steps, run.seconds_val_loss, run.seconds_train_s = step, loss, clock.seconds
@@ -263,12 +299,14 @@ def run_ladder(
     settings: LadderSettings = LadderSettings(),
     *,
     baseline: Callable[[], nn.Module] | None = None,
+    parts: ModernParts = COURSE_PARTS,
     progress: Callable[[RungResult], None] | None = None,
 ) -> list[RungResult]:
     """Train every rung once per seed, measuring each run after `settings.steps` steps and after the training
     seconds the first rung's run with the same seed needed for them (see the module's docstring). `baseline()`, if
     given, builds the first rung's model instead of ModernGPT(its config) (the learner's own GPT: it must compute
-    what that config describes). `progress(result)` hears of every rung as it finishes."""
+    what that config describes); `parts`, whose rms_norm, rope_attention, SwiGLU and repeat_kv the other rungs are
+    built from (the learner's, in the lesson). `progress(result)` hears of every rung as it finishes."""
     if not rungs:
         raise ValueError("`rungs` is empty: the ladder needs at least its first rung")
     val_windows = eval_batches(val_ids, rungs[0].config.context_length, settings.eval_windows, seed=0)  # (E, T)
@@ -276,7 +314,7 @@ def run_ladder(
     for number, rung in enumerate(rungs):
         result = None
         for k, seed in enumerate(settings.seeds):
-            model = build_rung(rung, seed, baseline if number == 0 else None)
+            model = build_rung(rung, seed, baseline if number == 0 else None, parts)
             if result is None:
                 result = RungResult(rung.label, sum(p.numel() for p in model.parameters()))
             budget = results[0].runs[k].train_s if results else None  # the first rung's seconds with this seed
@@ -309,15 +347,17 @@ def ladder_table(results: list[RungResult]) -> str:
     return "\n".join(lines)
 
 
-def ladder_chart(results: list[RungResult], title: str = "") -> tuple[plt.Figure, list[plt.Axes]]:
+def ladder_chart(
+    results: list[RungResult], title: str = "", unit: str = "character"
+) -> tuple[plt.Figure, list[plt.Axes]]:
     """Left: validation loss during each rung's equal-steps runs (the mean over the seeds). Right: each rung's
     final loss at equal steps and at equal seconds (bars: the means; dots: the seeds), the first rung's as a dashed
-    line. Returns (fig, [ax_curves, ax_bars])."""
+    line. `unit`: what the loss is per (the y label). Returns (fig, [ax_curves, ax_bars])."""
     fig, (ax_curves, ax_bars) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
     for r in results:
         steps, losses = zip(*r.curve, strict=True)
         ax_curves.plot(steps, losses, "o-", markersize=3, label=r.label)
-    ax_curves.set(xlabel="optimizer step", ylabel="validation loss (nats per character)", title="Equal steps: curves")
+    ax_curves.set(xlabel="optimizer step", ylabel=f"validation loss (nats per {unit})", title="Equal steps: curves")
     ax_curves.legend(fontsize=8)
     height = 0.38
     for offset, label, mean, each in (

@@ -155,3 +155,30 @@ def test_the_ladder_step_trains_every_rung_on_the_cpu(tmp_path, monkeypatch):
     assert [row["params"] for row in rows] == [sum(p.numel() for p in ModernGPT(r.config).parameters()) for r in gpt2]
     assert all(row["steps"] == 8 and row["tokens"] == 8 * 4 * 32 for row in rows)
     assert all(row["val_loss"] < math.log(bench_ladder_gpu.PADDED_VOCAB) for row in rows)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bench_ladder_seeds: the seeds behind lesson 12's ladder claims, both ladders
+# ------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tokens", "labels"),
+    [
+        (False, ["GPT-2", "+ RMSNorm", "+ RoPE", "+ SwiGLU", "+ GQA", "+ no biases", "+ QK-norm", "+ Muon"]),
+        (True, ["GPT-2", "+ RoPE", "modern block", "+ Muon"]),
+    ],
+)
+def test_the_seeds_bench_runs_every_rung_of_either_ladder_for_every_seed(tokens, labels, capsys):
+    import torch
+
+    from tests.benchmarks import bench_ladder_seeds
+
+    threads = torch.get_num_threads()
+    try:  # the script pins one thread for its runs; the tests after this one get theirs back
+        losses = bench_ladder_seeds.main(["--tiny", "--seeds", "0", "3", "--steps", "2", *(["--tokens"] * tokens)])
+    finally:
+        torch.set_num_threads(threads)
+    assert list(losses) == labels and all(len(v) == 2 and v[0] != v[1] for v in losses.values())
+    out = capsys.readouterr().out
+    assert "| + Muon |" in out and "largest spread over the seeds of one rung" in out

@@ -112,6 +112,8 @@ def test_run_ladder_builds_the_first_rung_with_the_baseline_and_budgets_the_rest
     assert f"largest difference between the seeds of one rung: {max(r.spread for r in results):.3f}" in table
     fig, axes = ladder.ladder_chart(results, "tiny")
     assert len(axes) == 2 and [t.get_text() for t in axes[1].get_yticklabels()] == [r.label for r in results]
+    assert axes[0].get_ylabel() == "validation loss (nats per character)"
+    assert ladder.ladder_chart(results, unit="token")[1][0].get_ylabel() == "validation loss (nats per token)"
 
 
 def test_the_first_rung_is_the_baseline_and_the_same_model_without_it():
@@ -135,3 +137,33 @@ def test_settings_refuse_a_warmup_as_long_as_the_run():
         ladder.Rung("x", TINY, optimizer="sgd")
     with pytest.raises(ValueError, match="seeds"):
         ladder.LadderSettings(seeds=(1, 1))
+    with pytest.raises(ValueError, match="seconds_cap"):
+        ladder.LadderSettings(seconds_cap=0.5)
+
+
+@pytest.mark.parametrize(("cap", "seconds", "expected_steps"), [(1.0, 0.25, 6), (1.0, 1.0, 3), (1.5, 0.25, 9)])
+def test_the_seconds_cap_bounds_how_far_a_faster_rung_trains_on(monkeypatch, cap, seconds, expected_steps):
+    """Budget 3 s, 6 steps: with a cap of 1 a faster rung stops at 6 (a slower one still stops where its time runs
+    out); with 1.5, at 9."""
+    _fake_time(monkeypatch, seconds)
+    windows = eval_batches(_data(seed=1), T, 4)
+    rung = ladder.Rung("+ RMSNorm", TINY.replace(norm="rms"))
+    settings = dataclasses.replace(SETTINGS, seconds_cap=cap)
+    result = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, settings, budget_s=3.0)
+    assert result.seconds_steps == expected_steps and result.steps == 6
+
+
+def test_the_token_ladder_is_gpt2_rope_the_whole_modern_block_and_muon():
+    full, rungs = ladder.modern_ladder(TINY), ladder.token_ladder(TINY)
+    assert [r.label for r in rungs] == ["GPT-2", "+ RoPE", "modern block", "+ Muon"]
+    assert rungs[0] == full[0] and rungs[1] == full[2] and rungs[3] == full[-1]
+    assert (rungs[2].config, rungs[2].optimizer) == (full[-2].config, "adamw")  # every change, with AdamW
+
+
+def test_compact_ids_renumbers_over_the_tokens_that_occur():
+    ids = torch.tensor([50256, 11, 464, 11, 50256, 3290])
+    compact, kept = ladder.compact_ids(ids)
+    assert kept.tolist() == [11, 464, 3290, 50256] and compact.tolist() == [3, 0, 1, 0, 3, 2]
+    assert torch.equal(kept[compact], ids) and compact.dtype == torch.long
+    with pytest.raises(TypeError, match="`ids` must be an integer tensor"):
+        ladder.compact_ids(torch.rand(4))
