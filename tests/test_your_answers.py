@@ -61,3 +61,67 @@ def test_graded_runs_use_the_reference(monkeypatch):
     yours = your_answers("10_gpt2", load_gpt2_weights=define(RIGHT, "load_gpt2_weights"))
     assert yours.load_gpt2_weights is gpt2_weights.load_gpt2_weights
     assert "graded runs use the course's references" in yours.banner()
+
+
+# Lesson 12: the ladder's models are built from the learner's four answers that pass their checks.
+RMS_NORM = """
+import torch
+
+def rms_norm(x, weight, eps=1e-6):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * weight
+"""
+REPEAT_KV_INTERLEAVED = """
+def repeat_kv(x, n_rep):
+    return x if n_rep == 1 else x.repeat(1, n_rep, 1, 1)
+"""
+SWIGLU = """
+import torch
+from torch import nn
+
+class SwiGLU(nn.Module):
+    def __init__(self, d_model, d_hidden, bias=False):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_hidden, bias=bias)
+        self.w2 = nn.Linear(d_hidden, d_model, bias=bias)
+        self.w3 = nn.Linear(d_model, d_hidden, bias=bias)
+
+    def forward(self, x):
+        a = self.w1(x)
+        return self.w2(a * torch.sigmoid(a) * self.w3(x))
+"""
+UNWRITTEN_ROPE = "def rope_attention(q, k, v, base=10000.0):\n    raise NotImplementedError()\n"
+
+
+def test_lesson_12s_ladder_is_built_from_the_answers_that_pass(monkeypatch):
+    import torch
+
+    from course_lib import modern, modern_gpt
+    from course_lib.lesson import with_your_answers
+    from course_lib.workflow.your_code import YourCode
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    answers = dict(
+        rms_norm=define(RMS_NORM, "rms_norm"),
+        rope_attention=define(UNWRITTEN_ROPE, "rope_attention"),
+        SwiGLU=define(SWIGLU, "SwiGLU"),
+        repeat_kv=define(REPEAT_KV_INTERLEAVED, "repeat_kv"),
+    )
+    mine = with_your_answers(YourCode(), "12_beyond_gpt2", **answers)
+    assert [name for name in answers if mine.yours(name)] == ["rms_norm", "SwiGLU"]
+    assert mine.repeat_kv is modern.repeat_kv and mine.rope_attention is modern.rope_attention
+    banner = mine.banner()
+    assert banner.startswith("Running your `rms_norm`, `SwiGLU` (lesson 12); the course's `rope_attention` (lesson 12:")
+    assert "`repeat_kv` (lesson 12: its visible check says:" in banner
+    # the lesson's own line: the parts that are yours, the course's for the rest
+    parts = modern_gpt.ModernParts(**{name: mine[name] for name in answers if mine.yours(name)})
+    config = modern_gpt.ModernConfig(11, 8, d_model=16, n_heads=4, n_layers=1, norm="rms", position="rope",
+                                     mlp="swiglu", n_kv_heads=2)  # fmt: skip
+    model = modern_gpt.ModernGPT(config, parts)
+    assert model.ln_f.norm is answers["rms_norm"] and isinstance(model.blocks[0].mlp, answers["SwiGLU"])
+    assert model.blocks[0].attn.repeat_kv is modern.repeat_kv and model.blocks[0].attn.rope_attention is None
+    ours = modern_gpt.init_modern(modern_gpt.ModernGPT(config))
+    theirs = model
+    theirs.load_state_dict(ours.state_dict())  # the same names (their SwiGLU makes its linears in another order)
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(idx)[0], ours(idx)[0], rtol=1e-5, atol=1e-5)

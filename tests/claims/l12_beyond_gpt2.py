@@ -24,6 +24,9 @@ QK = "for qk_norm in (False, True):"
 HEAD = "block = modern_gpt.ModernBlock(ModernConfig(50257"
 MUON = "after = torch.linalg.svdvals(optimizers.newton_schulz(G))"
 TABLE_CELL = "print(ladder.ladder_table(results))"
+LADDER_CELL = "mine = with_your_answers(yours"
+TOKENS = "token_ids, kept = ladder.compact_ids(gpt2_ids)"
+TOKEN_TABLE = "print(ladder.ladder_table(tok_results))"
 
 
 def cg_same_model(nb):
@@ -179,14 +182,51 @@ def cg_small_changes(nb):
         require(all(abs(d) < 0.2 for d in change), f"{label}: less than luck moves it: {change}")
 
 
-def _raise(label: str, by: float):
+def cg_your_parts(nb):
+    first = output(nb, LADDER_CELL).splitlines()[0]
+    require(
+        first.startswith("Running your `GPT` (lesson 09); your `rms_norm`, `rope_attention`, `SwiGLU`, `repeat_kv`"),
+        f"the solved lesson runs the ladder on its own answers: {first}",
+    )
+
+
+def cg_tokens(nb):
+    text = output(nb, TOKENS)
+    tokens = number(text, rf"^{FLOAT} tokens,", "tokens")
+    per_token = number(text, rf"tokens, {FLOAT} characters a token", "characters a token")
+    kept = number(text, rf"a token; {FLOAT} of GPT-2's", "tokens that occur")
+    require(3 < per_token < 3.5, f"a little over three characters a token: {per_token}")
+    require(kept == 11706 and tokens > 300_000, f"11,706 of GPT-2's tokens occur: {kept} ({tokens} tokens)")
+
+
+TOKEN_RUNG = r"^(GPT-2|\+ RoPE|modern block|\+ Muon) +[\d,]+ +[\d.]+ \| +([\d. ]+?) +[\d.]+ +[+-][\d.]+ \|"
+TOKEN_LABELS = ["GPT-2", "+ RoPE", "modern block", "+ Muon"]
+
+
+def _token_ladder(nb) -> dict[str, list[float]]:
+    found = rows(output(nb, TOKEN_TABLE), TOKEN_RUNG, "the token ladder's rows", len(TOKEN_LABELS))
+    losses = {label: [float(v) for v in values.split()] for label, values in found}
+    require(list(losses) == TOKEN_LABELS, f"one row per rung, in order: {list(losses)}")
+    return losses
+
+
+def cg_token_ladder(nb):
+    losses = _token_ladder(nb)
+    rope, block = _steps(losses, "+ RoPE", "GPT-2"), _steps(losses, "modern block", "+ RoPE")
+    muon, total = _steps(losses, "+ Muon", "modern block"), _steps(losses, "+ Muon", "GPT-2")
+    require(all(d < -0.1 for d in rope), f"RoPE pays again, every seed: {rope}")
+    require(all(d > 0.15 for d in block), f"the rest of the modern block costs about what RoPE gained: {block}")
+    require(all(d < -0.2 for d in muon) and all(d < -0.2 for d in total), f"Muon pays again: {muon}, {total}")
+
+
+def _raise(label: str, by: float, cell: str = TABLE_CELL):
     """The equal-steps losses of rung `label` (every seed) raised by `by`."""
 
     def alter(match: re.Match[str]) -> str:
         values = " ".join(f"{float(v) + by:>7.3f}" for v in match.group(2).split())
         return match.group(0).replace(match.group(2), values, 1)
 
-    return Break(MARGIN, TABLE_CELL, rf"^({re.escape(label)} +[\d,]+ +[\d.]+ \| +)([\d. ]+?)(?= +[\d.]+ +[+-])", alter)
+    return Break(MARGIN, cell, rf"^({re.escape(label)} +[\d,]+ +[\d.]+ \| +)([\d. ]+?)(?= +[\d.]+ +[+-])", alter)
 
 
 CLAIMS = [
@@ -286,5 +326,27 @@ CLAIMS = [
         "SwiGLU, GQA, no biases and QK-norm move the loss less than luck; every rung from RoPE on is below GPT-2",
         cg_small_changes,
         [_raise("+ GQA", 0.3), _raise("+ QK-norm", 0.4)],
+    ),
+    Claim(
+        "the ladder's rungs after GPT-2 are built from the learner's four answers when they pass their checks",
+        cg_your_parts,
+        [Break(EXACT, LADDER_CELL, r"your `rms_norm`", "the course's `rms_norm`")],
+    ),
+    Claim(
+        "Tiny Shakespeare in GPT-2's tokens: a little over three characters a token; 11,706 of GPT-2's tokens occur",
+        cg_tokens,
+        [
+            Break(MARGIN, TOKENS, r"[\d.]+(?= characters a token)", "4.10"),
+            Break(EXACT, TOKENS, r"11,706(?= of GPT-2's)", "50,257"),
+        ],
+    ),
+    Claim(
+        "on tokens, RoPE and Muon pay again; the rest of the modern block costs about what RoPE gained",
+        cg_token_ladder,
+        [
+            _raise("+ RoPE", 0.3, TOKEN_TABLE),
+            _raise("modern block", -0.2, TOKEN_TABLE),
+            _raise("+ Muon", 0.3, TOKEN_TABLE),
+        ],
     ),
 ]
