@@ -64,30 +64,9 @@ def test_graded_runs_use_the_reference(monkeypatch):
 
 
 # Lesson 12: the ladder's models are built from the learner's four answers that pass their checks.
-RMS_NORM = """
-import torch
-
-def rms_norm(x, weight, eps=1e-6):
-    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * weight
-"""
 REPEAT_KV_INTERLEAVED = """
 def repeat_kv(x, n_rep):
     return x if n_rep == 1 else x.repeat(1, n_rep, 1, 1)
-"""
-SWIGLU = """
-import torch
-from torch import nn
-
-class SwiGLU(nn.Module):
-    def __init__(self, d_model, d_hidden, bias=False):
-        super().__init__()
-        self.w1 = nn.Linear(d_model, d_hidden, bias=bias)
-        self.w2 = nn.Linear(d_hidden, d_model, bias=bias)
-        self.w3 = nn.Linear(d_model, d_hidden, bias=bias)
-
-    def forward(self, x):
-        a = self.w1(x)
-        return self.w2(a * torch.sigmoid(a) * self.w3(x))
 """
 UNWRITTEN_ROPE = "def rope_attention(q, k, v, base=10000.0):\n    raise NotImplementedError()\n"
 
@@ -98,12 +77,13 @@ def test_lesson_12s_ladder_is_built_from_the_answers_that_pass(monkeypatch):
     from course_lib import modern, modern_gpt
     from course_lib.lesson import with_your_answers
     from course_lib.workflow.your_code import YourCode
+    from tests.test_grading_modern import RMS_NORM, SWIGLU_ANSWER
 
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     answers = dict(
-        rms_norm=define(RMS_NORM, "rms_norm"),
+        rms_norm=define(RMS_NORM, "rms_norm"),  # answers written independently of the course's (the grader's tests)
         rope_attention=define(UNWRITTEN_ROPE, "rope_attention"),
-        SwiGLU=define(SWIGLU, "SwiGLU"),
+        SwiGLU=define(SWIGLU_ANSWER, "SwiGLU"),
         repeat_kv=define(REPEAT_KV_INTERLEAVED, "repeat_kv"),
     )
     mine = with_your_answers(YourCode(), "12_beyond_gpt2", **answers)
