@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import runpy
 import sys
 from pathlib import Path
 
@@ -21,7 +22,8 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from course_lib.workflow.nbgrader_fast import FeedbackExporter, SaveAutoGradesInOneCommit
-from tests.nbtools import answer_names, grade_id, read, release_path, solved, with_answer
+from tests.nbtools import ROOT, answer_names, grade_id, read, release_path, solved, with_answer
+from tests.test_course import _Config
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
 LESSON = "00_welcome"
@@ -29,6 +31,13 @@ LESSON = "00_welcome"
 
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def test_the_course_grades_and_writes_feedback_with_them():
+    config = runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": _Config})["c"]
+    autograde = config["Autograde"]["autograde_preprocessors"]
+    assert SaveAutoGradesInOneCommit in autograde and SaveAutoGrades not in autograde
+    assert config["GenerateFeedback"]["exporter_class"] is FeedbackExporter
 
 
 # ------------------------------------------------------------------------------------------------------------
