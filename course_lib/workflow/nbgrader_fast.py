@@ -3,8 +3,9 @@ how much they save: tests/benchmarks/RESULTS_class.md).
 
 - `SaveAutoGradesInOneCommit` (autograde): nbgrader's SaveAutoGrades commits the gradebook once per graded cell and
   once per answer cell, and on a disk other jobs are writing to, each commit can wait milliseconds for the disk
-  (measured on the course's loaded 2-core machine: 443 commits took 3.1 s of one worker's 10 submissions). This
-  one writes the same rows, with the same values, in one transaction per notebook.
+  (on the course's shared 2-core machine the 443 commits of one worker's 10 submissions took 3.1 s in one run and
+  under a quarter of a second in another). This one writes the same rows, with the same values, in one transaction
+  per notebook.
 - `FeedbackExporter` (generate_feedback): nbconvert's HTML exporter, remembering what each Markdown text and each
   highlighted code cell became in HTML. A lesson's text and code are the same in every student's notebook, so a
   feedback process converts them once instead of once per student (measured on lesson 01: 398 Markdown
