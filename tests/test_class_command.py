@@ -279,7 +279,7 @@ def test_feedback_in_two_processes_is_what_one_nbgrader_process_writes(graded, t
     done = run_nbgrader([*args, "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"], course)
     assert done.returncode == 0, done.stderr[-3000:]
     ours = _digest(course / "feedback")
-    assert len(ours) == len(results[0].graded) >= 10
+    assert len([page for page in ours if page.endswith(".html")]) == len(results[0].graded) >= 10
     assert ours == _digest(one)
 
 
