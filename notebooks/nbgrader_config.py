@@ -23,7 +23,6 @@ from nbgrader.preprocessors import (
     LimitOutput,
     LockCells,
     OverwriteKernelspec,
-    SaveAutoGrades,
     SaveCells,
 )
 
@@ -37,6 +36,7 @@ from course_lib.workflow.nbgrader_ext import (
     WrapLongLines,
     in_jupyter_server,
 )
+from course_lib.workflow.nbgrader_fast import FeedbackExporter, SaveAutoGradesInOneCommit
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -120,14 +120,15 @@ c.Autograde.sanitize_preprocessors = [
 # Verdicts are reached outside any kernel (course_lib.workflow.trusted): TrustedVerdicts writes every test cell's
 # outputs with the trusted result, before nbgrader scores them. KeepGradingWhenKernelDies is nbgrader's Execute
 # step: it runs nothing for a lesson (run_cells above); where it does run a kernel, one that dies ends the run, not
-# the grading.
+# the grading. SaveAutoGradesInOneCommit is nbgrader's SaveAutoGrades with one commit per notebook instead of one
+# per cell (course_lib/workflow/nbgrader_fast.py): the same rows.
 c.Autograde.autograde_preprocessors = [
     KeepGradingWhenKernelDies,
     TrustedVerdicts,
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    SaveAutoGrades,
+    SaveAutoGradesInOneCommit,
     AssignLatePenalties,
     CheckCellMetadata,
 ]
@@ -135,6 +136,9 @@ c.Autograde.autograde_preprocessors = [
 # Feedback must never show hidden tests: nbgrader 0.9's feedback exporter keeps them unless told otherwise,
 # and a failing hidden test's traceback would quote its failing line, so that is cut to the message. Long
 # messages wrap at the page's edge.
+# The feedback pages are nbgrader's, from an exporter that converts each Markdown text of the lesson once per process
+# instead of once per student (course_lib/workflow/nbgrader_fast.py): the same pages, byte for byte.
+c.GenerateFeedback.exporter_class = FeedbackExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     HideHiddenTestTracebacks,

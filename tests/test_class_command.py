@@ -29,6 +29,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.workflow.class_report import GRADES_FILE
 from course_lib.workflow.classroom import add_to_gradebook, grade_class
+from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
 from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
 from tests.test_nbgrader_roundtrip import ONE_WRONG
@@ -266,6 +267,20 @@ def test_feedback_wraps_and_hides_hidden_tests(graded):
         text = html.unescape(path.read_text(encoding="utf-8"))
         assert WRAP_CSS.strip() in text
         assert "BEGIN HIDDEN TESTS" not in text and not any(line in text for line in lines)
+
+
+def test_feedback_in_two_processes_is_what_one_nbgrader_process_writes(graded, tmp_path):
+    """The class command wrote the feedback in two processes, each with the course's exporter (it remembers the
+    lesson's HTML from one student to the next); one nbgrader process with nbconvert's own exporter writes the same
+    pages, byte for byte, the hostile submissions' included."""
+    course, results, _, _ = graded
+    one = tmp_path / "feedback"
+    args = ["generate_feedback", LESSON, "--force", f"--CourseDirectory.feedback_directory={one}"]
+    done = run_nbgrader([*args, "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"], course)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ours = _digest(course / "feedback")
+    assert len([page for page in ours if page.endswith(".html")]) == len(results[0].graded) >= 10
+    assert ours == _digest(one)
 
 
 def _line(course: Path, student: str) -> str:

@@ -13,6 +13,7 @@ import sys
 import nbformat
 import pytest
 
+from course_lib.workflow import classroom
 from course_lib.workflow.class_report import exercise_of, first_sentence, remarks, write_report
 from course_lib.workflow.classroom import ClassResult, _limit_options, _reason, collect_folder, kernel_threads
 from course_lib.workflow.course import CourseError
@@ -224,3 +225,49 @@ def test_report_counts_students_who_lost_points_and_cuts_messages_at_a_word(tmp_
     short = first_sentence(sentence)
     assert len(short) <= 200 and short.endswith("considerably …")
     assert first_sentence("short and whole. Then more.") == "short and whole."
+
+
+class _Started:
+    """A stand-in for a feedback process: remembers its command, exits with `code`, logs `log`."""
+
+    made: list[list[str]] = []
+
+    def __init__(self, command, stderr, code=0, **kwargs):
+        _Started.made.append(command)
+        self.code = code
+        stderr.write(f"[GenerateFeedback | ERROR] process {len(_Started.made)} broke\n")
+
+    def wait(self):
+        return self.code
+
+
+def test_feedback_gives_each_graded_student_to_exactly_one_process(tmp_path, monkeypatch):
+    """feedback_parallel starts one generate_feedback per worker; each leaves out the students of the others, so
+    each graded student's page is written by one process, and a class smaller than the workers starts fewer."""
+    students = ["ann", "bob", "cy", "dee", "ed"]
+    for student in students:
+        (tmp_path / "autograded" / student / "L").mkdir(parents=True)
+    (tmp_path / "autograded" / "zed" / "other_lesson").mkdir(parents=True)  # not graded in this lesson
+    monkeypatch.setattr(classroom.subprocess, "Popen", _Started)
+    for workers in (1, 2, 3, 8):
+        _Started.made = []
+        assert classroom.feedback_parallel(tmp_path, "L", workers) == []
+        assert len(_Started.made) == min(workers, len(students))
+        writes = []
+        for command in _Started.made:
+            assert command[command.index("generate_feedback") + 1 :][:2] == ["L", "--force"]
+            left_out = [a.split("=", 1)[1].split(",") for a in command if a.startswith("--CourseDirectory.student_id_")]
+            writes += [s for s in students if not left_out or s not in left_out[0]]
+        assert sorted(writes) == students
+
+
+def test_feedback_says_which_process_failed(tmp_path, monkeypatch):
+    (tmp_path / "autograded" / "ann" / "L").mkdir(parents=True)
+    (tmp_path / "autograded" / "bob" / "L").mkdir(parents=True)
+    monkeypatch.setattr(classroom.subprocess, "Popen", lambda command, **kw: _Started(command, code=1, **kw))
+    _Started.made = []
+    failed = classroom.feedback_parallel(tmp_path, "L", 2)
+    assert failed == [
+        "generate_feedback failed: [GenerateFeedback | ERROR] process 1 broke",
+        "generate_feedback failed: [GenerateFeedback | ERROR] process 2 broke",
+    ]

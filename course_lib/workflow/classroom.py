@@ -22,13 +22,16 @@ For each lesson, in the nbgrader course root (`notebooks/` unless `--course` say
 4. names students who have no name in the gradebook after their id (formgrader lists "None, None" otherwise),
    says on the console what each resubmission got ("alice: resubmitted, regraded 6/9 → 9/9") and adds it to
    `history/history.csv`;
-5. writes feedback (hidden tests left out), `class_grades.csv` and `class_report.md` (`class_report.py`: one line
-   for each submission that could not be graded or has something to look at: flagged, late, an answer that looks
-   copied from the course's code at `--copy-threshold` or above, ...).
+5. writes feedback (hidden tests left out) in as many processes as it graded with, each writing its share of the
+   students (a student's page depends on that student's graded notebook and gradebook record only, so the pages
+   are the ones one nbgrader process writes), then `class_grades.csv` and `class_report.md` (`class_report.py`:
+   one line for each submission that could not be graded or has something to look at: flagged, late, an answer
+   that looks copied from the course's code at `--copy-threshold` or above, ...).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -51,7 +54,15 @@ from course_lib.workflow.course import REPO_ROOT, CourseError, course_root, run_
 from course_lib.workflow.similarity import DEFAULT_THRESHOLD
 from course_lib.workflow.startup import PEAK_MEMORY
 
-__all__ = ["ClassResult", "add_to_gradebook", "autograde_parallel", "collect_exchange", "collect_folder", "grade_class"]
+__all__ = [
+    "ClassResult",
+    "add_to_gradebook",
+    "autograde_parallel",
+    "collect_exchange",
+    "collect_folder",
+    "feedback_parallel",
+    "grade_class",
+]
 
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 _STAMPED = re.compile(r"^(\d+\.\d+) (\w+) (.*)$")
@@ -227,7 +238,7 @@ def autograde_parallel(
     """Autograde `students`' submissions of `lesson` in `workers` nbgrader processes (see module docstring);
     `limits`: nbgrader options for the grading kernels (`_limit_options`)."""
     result = ClassResult(lesson)
-    groups = [students[i::workers] for i in range(workers) if students[i::workers]]
+    groups = _split(students, workers)
     progress = _Progress(len(students), lesson)
     start = time.monotonic()
     everyone = set(students_to_grade(course, lesson, regrade=True))  # all submissions, graded or not
@@ -258,6 +269,40 @@ def autograde_parallel(
     result.graded = [s for s in result.graded if s not in result.failed]
     result.seconds = time.monotonic() - start
     return result
+
+
+def _split(students: list[str], workers: int) -> list[list[str]]:
+    """`students` dealt out to at most `workers` groups, none empty (a class sorted by name is mixed across them)."""
+    return [students[i::workers] for i in range(max(1, workers)) if students[i::workers]]
+
+
+def feedback_parallel(course: Path, lesson: str, workers: int = 2, env: dict[str, str] | None = None) -> list[str]:
+    """nbgrader's `generate_feedback LESSON --force` for every graded submission of `lesson`, in `workers`
+    processes, each given its share of the students (`--CourseDirectory.student_id_exclude` the others, as the
+    autograde workers are): the same files one process writes, in about 1/workers of the time on as many cores.
+    `env`: extra environment variables for the processes. Returns one line per process that failed (empty: none)."""
+    students = sorted(p.parent.name for p in (course / "autograded").glob(f"*/{lesson}") if p.is_dir())
+    groups = _split(students, workers) or [[]]
+    full_env = dict(os.environ) | (env or {})
+    full_env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), full_env.get("PATH", "")])
+    failed = []
+    with contextlib.ExitStack() as logs:
+        running = []
+        for group in groups:
+            command = [sys.executable, "-m", "course_lib.workflow.startup", "generate_feedback", lesson, "--force"]
+            if len(groups) > 1:
+                others = sorted(set(students) - set(group))
+                command += [f"--CourseDirectory.student_id_exclude={','.join(others)}"]
+                command += [f"--CourseDirectory.db_url={_db_url(course)}?timeout=300"]
+            # Its log goes to a file: a pipe nobody reads while we wait for another process would stall this one.
+            log = logs.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+            process = subprocess.Popen(command, cwd=course, env=full_env, stdout=subprocess.DEVNULL, stderr=log)
+            running.append((process, log))
+        for process, log in running:
+            if process.wait():
+                log.seek(0)
+                failed.append(f"generate_feedback failed: {_tail(log.read(), 3)}")
+    return failed
 
 
 def students_to_grade(course: Path, lesson: str, regrade: bool = False) -> list[str]:
@@ -325,9 +370,7 @@ def grade_class(
         result.resubmitted = submissions.record_history(course, lesson, collected.resubmitted)
         for line in result.resubmitted:
             print(line, file=sys.stderr)
-        feedback = run_nbgrader(["generate_feedback", lesson, "--force"], course)
-        if feedback.returncode:
-            result.notes.append(f"generate_feedback failed: {_tail(feedback.stderr, 3)}")
+        result.notes += feedback_parallel(course, lesson, max(1, workers))
         results.append(result)
     write_grades(course, course / GRADES_FILE, copy_threshold)
     write_report(course, results, course / REPORT_FILE, copy_threshold)
