@@ -5,37 +5,10 @@ from __future__ import annotations
 from course_lib import gpt2_weights
 from course_lib.lesson import your_answers
 from tests.answers import define
-
-RIGHT = """
-def load_gpt2_weights(model, state_dict):
-    import torch
-
-    params = dict(model.named_parameters())
-    names = {"tok_emb.weight": "wte.weight", "pos_emb.weight": "wpe.weight", "ln_f.weight": "ln_f.weight",
-             "ln_f.bias": "ln_f.bias"}
-    parts = {"ln1": "ln_1", "attn.qkv": "attn.c_attn", "attn.out_proj": "attn.c_proj", "ln2": "ln_2",
-             "mlp.fc1": "mlp.c_fc", "mlp.fc2": "mlp.c_proj"}
-    for i in range(len(model.blocks)):
-        for ours, theirs in parts.items():
-            for kind in ("weight", "bias"):
-                names[f"blocks.{i}.{ours}.{kind}"] = f"h.{i}.{theirs}.{kind}"
-    copies = []
-    for ours, theirs in names.items():
-        key = "transformer." + theirs
-        t = state_dict[key]
-        if theirs.endswith(("c_attn.weight", "c_proj.weight", "c_fc.weight")):
-            t = t.t()
-        if t.shape != params[ours].shape:
-            raise ValueError(f"{key} does not fit")
-        copies.append((params[ours], t))
-    with torch.no_grad():
-        for p, t in copies:
-            p.copy_(t)
-    return model
-"""
+from tests.test_grading_gpt2 import LOAD_GPT2_WEIGHTS as RIGHT  # written independently of course_lib
 
 UNWRITTEN = "def load_gpt2_weights(model, state_dict):\n    raise NotImplementedError()\n"
-NO_TRANSPOSE = RIGHT.replace("            t = t.t()\n", "            pass\n")
+NO_TRANSPOSE = RIGHT.replace("            source = source.t()\n", "            pass\n")
 
 
 def test_an_answer_that_passes_its_visible_checks_is_used(monkeypatch):
