@@ -6,6 +6,7 @@ import contextlib
 import copy
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -32,6 +33,18 @@ def release_path(lesson: str) -> Path:
 
 def read(path: Path):
     return nbformat.read(path, as_version=4)
+
+
+def course_copy(folder: Path, lesson: str) -> Path:
+    """`lesson`'s source and committed release in `folder`/notebooks with the course's nbgrader_config.py, laid out
+    as in the repository (the diagrams its source refers to are in `folder`/images). Returns the course root."""
+    course = folder / "notebooks"
+    course.mkdir()
+    (folder / "images").symlink_to(ROOT.parent / "images")
+    shutil.copy(ROOT / "nbgrader_config.py", course)
+    for part in ("source", "release"):
+        shutil.copytree(ROOT / part / lesson, course / part / lesson)
+    return course
 
 
 def answer_names(nb) -> list[str]:

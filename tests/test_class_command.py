@@ -31,7 +31,17 @@ from course_lib.workflow.class_report import GRADES_FILE
 from course_lib.workflow.classroom import add_to_gradebook, grade_class
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_ext import WRAP_CSS
-from tests.nbtools import ROOT, answer_names, grade_id, hidden_lines, read, release_path, solved, with_answer
+from tests.nbtools import (
+    ROOT,
+    answer_names,
+    course_copy,
+    grade_id,
+    hidden_lines,
+    read,
+    release_path,
+    solved,
+    with_answer,
+)
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("class-command")]  # one class, built once
@@ -92,21 +102,9 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
-def _course_copy(folder: Path) -> Path:
-    """The lesson's source and committed release in `folder`/notebooks, laid out as in the repository (the
-    diagrams its source refers to are in `folder`/images)."""
-    course = folder / "notebooks"
-    course.mkdir()
-    (folder / "images").symlink_to(ROOT.parent / "images")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for part in ("source", "release"):
-        shutil.copytree(ROOT / part / LESSON, course / part / LESSON)
-    return course
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    course = _course_copy(tmp_path_factory.mktemp("class-course"))
+    course = course_copy(tmp_path_factory.mktemp("class-course"), LESSON)
     inbox = tmp_path_factory.mktemp("inbox")
     release_before = _digest(course / "release")
 
@@ -182,7 +180,7 @@ def test_release_is_untouched_and_the_lesson_is_in_the_gradebook(graded):
 
 
 def test_a_stale_release_is_noted_and_left_alone(tmp_path):
-    course = _course_copy(tmp_path)
+    course = course_copy(tmp_path, LESSON)
     released = course / "release" / LESSON / f"{LESSON}.ipynb"
     nb = read(released)
     nb.cells[1].source += "\nAn edit made by hand."

@@ -13,7 +13,6 @@ Needs Debian's `chromium` (`apt-get install chromium`); skipped with that reason
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from course_lib.workflow.nbgrader_ext import FORMGRADER_RELEASE
-from tests.nbtools import ROOT
+from tests.nbtools import ROOT, course_copy
 from tests.test_lab_rendering import CHROMIUM, _browser, jupyter_lab
 
 pytestmark = [
@@ -40,13 +39,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def course(tmp_path):
     """The course root as in the repository (nbgrader_config.py, the lesson's source and committed release, the
     repository's images/ beside it), in a temporary folder."""
-    course = tmp_path / "notebooks"
-    course.mkdir()
-    (tmp_path / "images").symlink_to(ROOT.parent / "images")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for part in ("source", "release"):
-        shutil.copytree(ROOT / part / LESSON, course / part / LESSON)
-    return course
+    return course_copy(tmp_path, LESSON)
 
 
 def test_formgraders_generate_button_changes_no_committed_file(course):

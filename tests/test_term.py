@@ -15,7 +15,6 @@ import html
 import io
 import json
 import os
-import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -27,7 +26,16 @@ from course_lib.__main__ import main
 from course_lib.workflow import instructor
 from course_lib.workflow.class_report import GRADES_FILE, REPORT_FILE
 from course_lib.workflow.classroom import grade_class
-from tests.nbtools import ROOT, grade_id, hidden_lines, read, release_path, solved, source_path, with_answer
+from tests.nbtools import (
+    course_copy,
+    grade_id,
+    hidden_lines,
+    read,
+    release_path,
+    solved,
+    source_path,
+    with_answer,
+)
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("term")]
@@ -52,12 +60,7 @@ def _submit(inbox: Path, student: str, nb, received: datetime) -> None:
 @pytest.fixture(scope="module")
 def term(tmp_path_factory):
     base = tmp_path_factory.mktemp("term")
-    course = base / "notebooks"
-    course.mkdir()
-    (base / "images").symlink_to(ROOT.parent / "images")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    for part in ("source", "release"):
-        shutil.copytree(ROOT / part / LESSON, course / part / LESSON)
+    course = course_copy(base, LESSON)
     inbox = base / "inbox"
     inbox.mkdir()
     # release: what the students start from is the student version
