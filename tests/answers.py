@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import re
 import textwrap
 from collections.abc import Callable
@@ -17,13 +18,18 @@ from typing import Any
 import pytest
 
 from course_lib.grading import GradingError
+from course_lib.grading.kit.guard import remember_cell
 from tests.nbtools import grade_id, read, source_path
+
+_CELLS = itertools.count(1)
 
 
 def run_cell(code: str, **globals_) -> dict:
-    """Execute `code` as a notebook cell would (module `__main__`) and return the namespace it fills."""
+    """Execute `code` as a notebook cell would (module `__main__`, the cell's text kept where IPython keeps it, so
+    that a visible check reads the cell as it does in a notebook) and return the namespace it fills."""
     namespace = {"__name__": "__main__", **globals_}
-    exec(compile(textwrap.dedent(code), "<notebook-cell>", "exec"), namespace)
+    code = textwrap.dedent(code)
+    exec(compile(code, remember_cell(code, f"<notebook-cell-{next(_CELLS)}>"), "exec"), namespace)
     return namespace
 
 

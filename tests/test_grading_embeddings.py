@@ -53,11 +53,10 @@ def f(a, b):
     return (a * b).sum(-1) / b.norm(dim=-1)
 """
 _SIMILAR_AT_RUN_TIME = """
-import importlib
+import course_lib.embeddings
 
 def f(q, m, k):
-    module = importlib.import_module("course_lib.embeddings")
-    return getattr(module, "most_" + "similar")(q, m, k)
+    return getattr(course_lib.embeddings, "most_" + "similar")(q, m, k)
 """
 
 # Each known mistake, as a whole answer built from one of the templates above, and what its message names.

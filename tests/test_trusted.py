@@ -40,8 +40,16 @@ UNSTOPPABLE = Limits(time=3.0, memory=SANDBOX_MEMORY, grace=2.0)
 # a memory bomb meets a small memory limit long before a generous time limit (64 MiB per step: 4 steps)
 HOARDING = Limits(time=120.0, memory=2**28, grace=30.0)
 
-# (what the learner tries, answer cell, words the verdict must contain, whether the grader reports interference,
-#  the limits it is graded under)
+# Names built while the answer runs, which no source check can read: `SYS` is the `sys` module, `BUILTINS` the
+# builtins, both reached through `vars` on a module every answer may use.
+SYS = "vars(torch)['s' + 'ys']"
+BUILTINS = "vars(torch)['__built' + 'ins__']"
+REF_MASK = "def causal_mask(T, device=None):\n    return ref.causal_mask(T)\n"
+
+# (what the learner tries, answer cell, words the verdict must contain, whether the submission is flagged (the
+#  answer reached into the grading while it ran), the limits it is graded under). An answer refused for what its
+#  source names never runs, so it touches nothing and flags nothing: it scores 0 for its exercise, with the message
+#  the visible check in the notebook gives it too.
 HOSTILE = [
     (
         "replace the grader's check functions in the kernel",
@@ -49,16 +57,26 @@ HOSTILE = [
         "    if getattr(m, '__name__', '').startswith('course_lib.grading'):\n"
         "        for n in dir(m):\n            if n.startswith('check_'):\n"
         "                setattr(m, n, lambda *a, **k: None)\n",
-        "reach into the grading machinery",
-        True,
+        "`sys`",
+        False,
+        ROOMY,
+    ),
+    (
+        "replace the grader's check functions, with names built at run time",
+        WRONG + f"for m in list(getattr({SYS}, 'mod' + 'ules').values()):\n"
+        "    if getattr(m, '__name__', '').startswith('course_lib.grading'):\n"
+        "        for n in dir(m):\n            if n.startswith('check_'):\n"
+        "                setattr(m, n, lambda *a, **k: None)\n",
+        "causal_mask(",  # the checks it replaced are the sandbox's copies: the grader's own still judge it
+        False,
         ROOMY,
     ),
     (
         "put a fake grading module into sys.modules",
         WRONG + "import sys, types\nfake = types.ModuleType('course_lib.grading.attention')\n"
         "fake.check_causal_mask = lambda *a, **k: None\nsys.modules['course_lib.grading.attention'] = fake\n",
-        "reach into the grading machinery",
-        True,
+        "`sys`",
+        False,
         ROOMY,
     ),
     (
@@ -78,17 +96,48 @@ HOSTILE = [
         ROOMY,
     ),
     (
-        "append code to the grader's files on disk",
-        WRONG + "with open(ref.__file__.replace('attention.py', 'grading/__init__.py'), 'a') as f:\n"
-        "    f.write('\\n')\n",
-        "`open`",
+        "switch the from-scratch watcher off, then use the reference",
+        "import sys\nsys.setprofile(None)\n\n" + REF_MASK,
+        "`sys`",
+        False,
+        ROOMY,
+    ),
+    (
+        "switch the watcher off with names built at run time, then use the reference",
+        f"getattr({SYS}, 'setpro' + 'file')(None)\n\n" + REF_MASK,
+        "switched the from-scratch watcher off",
         True,
         ROOMY,
     ),
     (
-        "switch the from-scratch watcher off, then use the reference",
-        "import sys\nsys.setprofile(None)\n\ndef causal_mask(T, device=None):\n    return ref.causal_mask(T)\n",
-        "`sys`",
+        "switch the watcher off when called, catching the refusal, then use the reference",
+        "def causal_mask(T, device=None):\n    try:\n"
+        f"        list(map(getattr({SYS}, 'setpro' + 'file'), [None]))\n"
+        "    except BaseException:\n        pass\n    return ref.causal_mask(T)\n",
+        "switched the from-scratch watcher off",
+        True,
+        ROOMY,
+    ),
+    (
+        "walk from a traceback to the grader's frames, with names built at run time",
+        "try:\n    1 / 0\nexcept ZeroDivisionError as error:\n"
+        "    frame = getattr(error.__traceback__, 'tb_' + 'frame')\n\n" + REF_MASK,
+        "read `.tb_frame`",
+        True,
+        ROOMY,
+    ),
+    (
+        "run code hidden in a string",
+        f"{BUILTINS}['ex' + 'ec']('import sy' + 's')\n\n" + REF_MASK,
+        "ran code it wrote while it ran",
+        True,
+        ROOMY,
+    ),
+    (
+        "write to the grader's connection by its descriptor number",
+        WRONG + "for fd in range(3, 12):\n    try:\n        open(fd, 'wb', closefd=False).write(b'{}')\n"
+        "    except OSError:\n        pass\n",
+        "opened a file descriptor by its number",
         True,
         ROOMY,
     ),
@@ -96,7 +145,15 @@ HOSTILE = [
         "reach the reference through __import__",
         "def causal_mask(T, device=None):\n    return __import__('course_lib.attention').attention.causal_mask(T)\n",
         "`__import__`",
-        True,
+        False,
+        ROOMY,
+    ),
+    (
+        "reach the reference through __import__, by a name built at run time",
+        "def causal_mask(T, device=None):\n"
+        f"    return {BUILTINS}['__imp' + 'ort__']('course_lib.attention').attention.causal_mask(T)\n",
+        "your answer calls the course's reference",  # the watcher sees the call, however the answer reached it
+        False,
         ROOMY,
     ),
     (
@@ -110,7 +167,7 @@ HOSTILE = [
         "use the forbidden shortcut",
         "import torch\nfrom torch import nn\n\ndef causal_mask(T, device=None):\n"
         "    return nn.Transformer.generate_square_subsequent_mask(T) == 0\n",
-        "forbids",
+        "calls `torch.nn.Transformer.generate_square_subsequent_mask`",
         False,
         ROOMY,
     ),
@@ -244,6 +301,20 @@ def test_a_sandbox_writes_nowhere(full_verdicts, tmp_path, grader):
     nb = with_answer(full, EXERCISE, f"import torch\n\ntorch.save(torch.ones(1), {str(target)!r})\n")
     grader.grade(nb, LESSON, only=(EXERCISE,), limits=Limits(time=HONEST.time, memory=None))  # not the kernel's limits
     assert not target.exists()
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 1, reason="this Linux kernel offers no Landlock")
+def test_an_answer_that_writes_to_the_graders_files_is_stopped_by_the_sandbox(full_verdicts, grader):
+    """Writing files is no name the source check looks for (`pathlib` is ordinary Python): the sandbox refuses the
+    write, the answer cell fails there, and nothing was touched, so nothing is flagged."""
+    full, _ = full_verdicts
+    target = trusted.PACKAGE_DIR / "grading" / "__init__.py"
+    before = target.read_bytes()
+    code = f"import pathlib\n\npathlib.Path({str(target)!r}).open('a').write('\\n')\n" + WRONG
+    grading = grader.grade(with_answer(full, EXERCISE, code), LESSON, only=(EXERCISE,), limits=HONEST)
+    verdict = grading.verdicts[f"test_{EXERCISE}"]
+    assert not verdict.passed and "Permission denied" in verdict.message, verdict.message
+    assert target.read_bytes() == before and not grading.notes
 
 
 def test_an_answer_that_needs_another_cell_is_told_so(full_verdicts, grader):
@@ -586,3 +657,130 @@ def test_lesson_10_load_gpt2_weights_is_graded_in_a_sandbox_with_a_gpt(grader):
     # The whole lesson, graded: every reference answer (and this one, which names the preamble's GPT) passes.
     assert len(typed.verdicts) == 2 * len(manifest.lesson(lesson).exercises)
     assert all(v.passed for v in typed.verdicts.values()), {k: v.message for k, v in typed.verdicts.items()}
+
+
+# Correct answers written with ordinary dynamic Python (getattr, setattr, vars, hasattr, io, types): graded like any
+# other code, full marks and no flag.
+_SETATTR_CAUSAL = (
+    "import torch\nfrom torch import nn\n\n\n"
+    "class CausalSelfAttention(nn.Module):\n"
+    "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
+    "        super().__init__()\n"
+    "        for name in ('W_query', 'W_key', 'W_value'):\n"
+    "            setattr(self, name, nn.Linear(d_in, d_out, bias=qkv_bias))\n"
+    "        self.dropout = nn.Dropout(dropout)\n"
+    "        vars(self)['context_length'] = context_length\n\n"
+    "    def forward(self, x):\n"
+    "        T = x.shape[1]\n"
+    "        if T > self.context_length:\n"
+    "            raise ValueError(f'{T} positions, more than context_length={self.context_length}')\n"
+    "        q, k, v = (getattr(self, f'W_{part}')(x) for part in ('query', 'key', 'value'))\n"
+    "        scores = q @ k.transpose(1, 2) / k.shape[-1] ** 0.5\n"
+    "        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)\n"
+    "        weights = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)\n"
+    "        return self.dropout(weights) @ v\n"
+)
+_DYNAMIC_MASK = (
+    "import io\nimport types\n\nimport torch\n\n"
+    "_made = types.SimpleNamespace(calls=0)\n\n\n"
+    "def causal_mask(T, device=None):\n"
+    "    _made.calls += 1\n"
+    "    log = io.StringIO()\n"
+    "    print(T, file=log)\n"
+    "    lower = getattr(torch, 'tril') if hasattr(torch, 'tril') else None\n"
+    "    return lower(torch.ones(int(log.getvalue()), T, dtype=torch.bool, device=device))\n"
+)
+
+
+def _with_getattr(answer: str) -> str:
+    """Lesson 10's solution changed only to look the model's parameters up with `getattr`."""
+    old = "    params = dict(model.named_parameters())  # the tied head is listed once, as tok_emb.weight\n"
+    assert old in answer
+    new = (
+        "    params = {}\n"
+        "    for ours, _ in names:\n"
+        "        owner = model\n"
+        "        for part in ours.split('.')[:-1]:\n"
+        "            owner = owner[int(part)] if part.isdigit() else getattr(owner, part)\n"
+        "        params[ours] = getattr(owner, ours.split('.')[-1])\n"
+    )
+    return answer.replace(old, new)
+
+
+@pytest.mark.parametrize(
+    "lesson, exercise, code",
+    [
+        ("04_attention", "CausalSelfAttention", _SETATTR_CAUSAL),
+        ("04_attention", "causal_mask", _DYNAMIC_MASK),
+        ("10_gpt2", "load_gpt2_weights", None),
+    ],
+    ids=["setattr-CausalSelfAttention", "getattr-io-types-causal_mask", "getattr-load_gpt2_weights"],
+)
+def test_correct_answers_using_getattr_setattr_and_vars_earn_full_marks(lesson, exercise, code, grader):
+    full = solved(lesson)
+    if code is None:
+        code = _with_getattr(next(c.source for c in full.cells if grade_id(c) == exercise))
+    nb = with_answer(full, exercise, code)
+    grading = grader.grade(nb, lesson, only=(exercise,), limits=HONEST)
+    tests = _tests_of(nb, exercise)
+    assert len(tests) == 2 and all(grading.verdicts[t].passed for t in tests), {
+        t: grading.verdicts[t].message for t in tests
+    }
+    assert not grading.notes
+
+
+# The same answer cells through the grader and through the visible check as a notebook runs it (the cell's text
+# kept where IPython keeps it, the lesson's other exercises bound as the grader binds them). Every refusal the
+# grader makes before running an answer, or while the answer's calls run, the visible check makes too, in the same
+# words; what both let through, both grade alike.
+_MASK_BODY = "    return torch.ones(T, T, dtype=torch.bool, device=device).tril()\n"
+PARITY = [
+    ("causal_mask", "import torch\n\ndef causal_mask(T, device=None):\n" + _MASK_BODY),
+    ("causal_mask", _DYNAMIC_MASK),
+    ("causal_mask", "import sys\nimport torch\n\ndef causal_mask(T, device=None):\n" + _MASK_BODY),
+    ("causal_mask", "import torch\nimport inspect\n\ndef causal_mask(T, device=None):\n" + _MASK_BODY),
+    ("causal_mask", "import torch\n\ndef causal_mask(T, device=None):\n    return eval('torch.ones(T, T).tril()')\n"),
+    ("causal_mask", "import threading\nimport torch\n\ndef causal_mask(T, device=None):\n" + _MASK_BODY),
+    ("causal_mask", "import torch\nfrom course_lib.grading.kit import core\n\ndef causal_mask(T, device=None):\n"
+     + _MASK_BODY),
+    ("causal_mask", "import torch\nfrom torch import nn\n\ndef causal_mask(T, device=None):\n"
+     "    return nn.Transformer.generate_square_subsequent_mask(T) == 0\n"),
+    ("causal_mask", "import torch\n\ndef causal_mask(T, device=None):\n"
+     f"    getattr({SYS}, 'setpro' + 'file')(None)\n" + _MASK_BODY),
+    ("causal_mask", "import torch\n\ndef causal_mask(T, device=None):\n"
+     f"    {BUILTINS}['ev' + 'al']('1')\n" + _MASK_BODY),
+    ("causal_mask", "def causal_mask(T, device=None):\n    return ref.causal_mask(T)\n"),
+    ("causal_mask", WRONG),
+    ("CausalSelfAttention", _SETATTR_CAUSAL),
+    ("CausalSelfAttention", "import os\n" + _SETATTR_CAUSAL),
+]  # fmt: skip
+
+
+def _visible_verdict(lesson: str, exercise: str, code: str) -> tuple[bool, str]:
+    from course_lib.grading.kit.errors import GradingError
+    from tests.answers import run_cell
+
+    entry = manifest.lesson(lesson)
+    bindings = {}
+    exec(compile(entry.sandbox_preamble, "<lesson imports>", "exec"), bindings)
+    for other in entry.exercises:
+        if other.name != exercise:
+            for name, path in other.paths.items():
+                bindings[name] = trusted.resolve(path)
+    namespace = run_cell(code, **bindings)
+    check = getattr(__import__(entry.grader, fromlist=["x"]), f"check_{exercise}")
+    try:
+        check(namespace[exercise])
+    except GradingError as exc:
+        return False, exc.message
+    return True, ""
+
+
+@pytest.mark.parametrize("exercise, code", PARITY, ids=range(len(PARITY)))
+def test_the_visible_check_and_the_grader_agree_on_every_refusal(exercise, code, full_verdicts, grader):
+    full, _ = full_verdicts
+    grading = grader.grade(with_answer(full, exercise, code), LESSON, only=(exercise,), limits=HONEST)
+    graded = grading.verdicts[f"test_{exercise}"]
+    passed, message = _visible_verdict(LESSON, exercise, code)
+    assert passed == graded.passed, (message, graded.message)
+    assert message == ("" if passed else graded.message)

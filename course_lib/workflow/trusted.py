@@ -5,13 +5,18 @@ nbgrader runs a submitted notebook in a kernel, and everything in that kernel â€
 reach of the learner's code. So the kernel's test-cell results decide nothing. After the kernel has run,
 `TrustedGrader.grade` takes each exercise's answer cell from the notebook and, for each exercise separately:
 
-1. reads the answer's source (never runs it) for forbidden shortcuts and for reaching into the machinery
-   (`guard.source_problems`): such an answer scores 0 for that exercise and is reported;
+1. reads the answer's source (never runs it) for the few names no graded answer may use (`guard.refusals`): such
+   an answer scores 0 for that exercise, with the message the visible check in the notebook gives for the same
+   cell; it ran nothing, so it flags nothing;
 2. starts a sandbox (`course_lib.grading.kit.sandbox`): a fresh process forked from this one, running the lesson's
    preamble, the course's references of the lesson's *other* exercises (so one answer never depends on another)
    and the answer cell, with the from-scratch watcher on from the first line of the answer;
 3. runs each of the exercise's test cells here, with the answer's names bound to `Remote` stand-ins: the checks
    choose the inputs, only plain data comes back, and expected values and comparisons are computed here.
+
+An answer that reached into the grading while it ran (switched the from-scratch watcher off, read frames, ...:
+`guard.watching`) scores 0 for its exercise, and a note says what it did (`Grading.notes`: the submission is
+flagged). That, and course files changed on disk, are the only things that flag a submission.
 
 Test cells are not executed as code: each is read as "import check_X from a course grader; call it with these
 names and these data", and anything else is refused. A `TrustedGrader` is made once per process, before any
@@ -106,7 +111,7 @@ class Verdict:
 @dataclass
 class Grading:
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # by test cell grade_id
-    notes: list[str] = field(default_factory=list)  # interference the grader could tell; the submission is flagged
+    notes: list[str] = field(default_factory=list)  # an answer that reached into the grading: the submission is flagged
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -277,19 +282,9 @@ class TrustedGrader:
         if source is None:
             _fail_all(grading, test_ids, exercise.name, "the answer cell was deleted, so there is no answer to grade.")
             return
-        problems = [p for graded in own for p in guard.source_problems(source, graded)]
-        if problems:
-            shortcuts = [p for p in problems if "forbids" in p or "library" in p]
-            if shortcuts:
-                message = guard.fail_message(exercise.name, ", ".join(shortcuts), "uses")
-            else:
-                message = (
-                    f"your answer uses {', '.join(problems)}, which an answer to this exercise never needs and "
-                    "which can reach into the grading machinery, so it earns no points. Write the answer with plain "
-                    "Python and torch, inside its answer cell."
-                )
-                grading.notes.append(f"`{exercise.name}`: the answer uses {', '.join(problems)} (scored 0)")
-            _fail_all(grading, test_ids, exercise.name, message)
+        refused = guard.refusals(source)
+        if refused:  # never run; the visible check in the notebook refuses it with the same words
+            _fail_all(grading, test_ids, exercise.name, guard.refusal_message(exercise.name, refused))
             return
         bindings = {  # the other exercises' names, bound to the course's references of them
             name: self.references[path]
@@ -313,14 +308,18 @@ class TrustedGrader:
             return
         try:
             problem = _definition_problem(exercise, ready, limits)
-            if problem is not None:
-                _fail_all(grading, test_ids, exercise.name, problem)
-                return
-            names = {name: Remote(sandbox, handle, limits.time) for name, handle in ready.names.items()}
-            for test_id, test_source in tests:
-                grading.verdicts[test_id] = self._run_test(exercise.name, test_source, names)
+            if problem is None:
+                names = {name: Remote(sandbox, handle, limits.time) for name, handle in ready.names.items()}
+                for test_id, test_source in tests:
+                    grading.verdicts[test_id] = self._run_test(exercise.name, test_source, names)
         finally:
             sandbox.close()
+        touched = ready.touched or sandbox.touched
+        if touched:  # it did, at run time, what the source check refuses: the one thing that flags a submission
+            _fail_all(grading, test_ids, exercise.name, guard.touched_message(exercise.name, touched))
+            grading.notes.append(f"`{exercise.name}`: while it was graded, the answer {touched} (scored 0)")
+        elif problem is not None:
+            _fail_all(grading, test_ids, exercise.name, problem)
 
     def _run_test(self, exercise: str, source: str, names: dict[str, Remote]) -> Verdict:
         try:

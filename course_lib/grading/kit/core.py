@@ -34,7 +34,7 @@ import torch
 from course_lib.grading.kit import remote
 from course_lib.grading.kit.errors import GradingError, Passed
 from course_lib.grading.kit.exercise import Graded, require_graded
-from course_lib.grading.kit.guard import fail_message, watch_calls
+from course_lib.grading.kit.guard import fail_message, touched_message, watch_calls
 
 __all__ = [
     "Graded",
@@ -139,6 +139,8 @@ def call_answer(
         raise
     except remote.ForbiddenCall as exc:
         raise GradingError(exercise, fail_message(exercise, exc.label, "calls")) from None
+    except remote.Touched as exc:
+        raise GradingError(exercise, touched_message(exercise, exc.what)) from None
     except (_CallTimedOut, remote.TimedOut):
         raise GradingError(
             exercise,

@@ -33,6 +33,7 @@ __all__ = [
     "ForbiddenCall",
     "Remote",
     "TimedOut",
+    "Touched",
     "call",
     "catching",
     "check_definition",
@@ -59,6 +60,14 @@ class ForbiddenCall(Exception):
     def __init__(self, label: str):
         super().__init__(label)
         self.label = label
+
+
+class Touched(Exception):
+    """The answer reached into the grading while it ran (`guard.watching`); `what` says how."""
+
+    def __init__(self, what: str):
+        super().__init__(what)
+        self.what = what
 
 
 class Remote:
@@ -231,6 +240,8 @@ def make(beside: Remote, factory: Any, *args: Any, **kwargs: Any) -> Any:
     }
     with _alarm_deferred():
         reply = beside._channel.request(message, timeout=beside._timeout + 10)
+    if reply.get("touched"):
+        raise Touched(reply["touched"])
     if reply.get("forbidden"):
         raise ForbiddenCall(reply["forbidden"])
     value = _value(beside, reply["value"])
@@ -264,6 +275,8 @@ def call(fn: Remote | _Catching, args: tuple, kwargs: dict, *, timeout: float) -
             _write_back(kwargs[key], after)
     if reply.get("timeout"):
         raise TimedOut
+    if reply.get("touched"):
+        raise Touched(reply["touched"])
     if reply.get("forbidden"):
         raise ForbiddenCall(reply["forbidden"])
     value = _value(target, reply["value"])

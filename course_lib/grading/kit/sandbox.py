@@ -90,6 +90,7 @@ class Ready:
     failure: RemoteFailure | None  # the exception the cell raised, if any
     timed_out: bool
     forbidden: str | None  # what forbidden thing the cell entered while it ran, if any
+    touched: str | None = None  # how the cell reached into the grading while it ran (`guard.watching`), if it did
 
 
 class Sandbox:
@@ -97,6 +98,7 @@ class Sandbox:
 
     def __init__(self, pid: int, sock: socket.socket):
         self.pid, self.sock, self.dead = pid, sock, None
+        self.touched: str | None = None  # the first reply that said the answer reached into the grading: what it did
 
     @classmethod
     def start(
@@ -120,7 +122,8 @@ class Sandbox:
         child.close()
         sandbox = cls(pid, parent)
         reply = sandbox._receive(limits.time + limits.grace)
-        return sandbox, Ready(reply["names"], reply["failure"], reply["timed_out"], reply["forbidden"])
+        ready = Ready(reply["names"], reply["failure"], reply["timed_out"], reply["forbidden"], reply.get("touched"))
+        return sandbox, ready
 
     def _receive(self, timeout: float) -> Any:
         if self.dead:
@@ -130,11 +133,14 @@ class Sandbox:
             self.close("it was stopped after it did not answer in time")
             raise TimedOut
         try:
-            return _recv(self.sock)
+            reply = _recv(self.sock)
         except (EOFError, OSError, codec.CodecError) as exc:
             status = self._reap()
             self.close(f"the process running your answer ended unexpectedly ({status or exc})")
             raise SandboxDied(self.dead) from None
+        if isinstance(reply, dict) and reply.get("touched") and self.touched is None:
+            self.touched = str(reply["touched"])
+        return reply
 
     def request(self, message: dict[str, Any], timeout: float) -> Any:
         if self.dead:
@@ -244,7 +250,7 @@ def _after(value: Any) -> Any:
     return None
 
 
-def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Graded]) -> None:
+def _serve(sock, objects: _Objects, hits: list[str], touched: list[str], known: dict[str, Graded]) -> None:
     while True:
         try:
             message = _recv(sock)
@@ -294,6 +300,8 @@ def _serve(sock, objects: _Objects, hits: list[str], known: dict[str, Graded]) -
             reply["kwargs"] = {k: _after(v) for k, v in kwargs.items()}
         if hits:
             reply["forbidden"] = hits[0]
+        if touched:
+            reply["touched"] = touched[0]
         reply.setdefault("value", None)
         try:
             _send(sock, reply)
@@ -353,10 +361,11 @@ def _child(sock, preamble, bindings, source, names, exercises, timeout, memory) 
             banned.builtins |= found.builtins
             banned.packages |= found.packages
         hits: list[str] = []
+        touched: list[str] = []
         objects = _Objects()
         known = {e.path: e for e in exercises}  # taken before the answer can rebind anything
         failure, timed_out = None, False
-        with guard.watching(banned, hits):
+        with guard.watching(banned, hits, touched):
             try:
                 signal.setitimer(signal.ITIMER_REAL, timeout)
                 try:
@@ -368,11 +377,9 @@ def _child(sock, preamble, bindings, source, names, exercises, timeout, memory) 
             except BaseException as exc:  # SystemExit included: it is reported, the sandbox carries on
                 failure = _failure(exc)
             exported = {n: objects.handle(namespace[n]) if n in namespace else None for n in names}
-            _send(
-                sock,
-                {"names": exported, "failure": failure, "timed_out": timed_out, "forbidden": hits[0] if hits else None},
-            )
-            _serve(sock, objects, hits, known)
+            first = {"forbidden": hits[0] if hits else None, "touched": touched[0] if touched else None}
+            _send(sock, {"names": exported, "failure": failure, "timed_out": timed_out} | first)
+            _serve(sock, objects, hits, touched, known)
     except BaseException:
         code = 1
         if log is not None:
