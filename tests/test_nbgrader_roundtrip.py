@@ -4,16 +4,18 @@ One class per lesson goes through generate_assignment → autograde → generate
 these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
 exercise left as released, the reference answers elsewhere). The grading machinery that does not depend on the
 lesson — restoring tampered cells, containing a hostile answer, time limits, broken files — is exercised in full on
-the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also rewrites the grader on
-disk and patches it in its kernel), blank (the student version untouched), tampered (one locked test cell rewritten
-to `pass`, another deleted, the set-up cell deleted), loop (an answer cell that never finishes), malformed (not JSON)
-and wrong_lesson (another lesson's notebook). (tests/test_trusted.py grades hostile answers of every lesson, and
-every lesson's reference answers, the trusted way without nbgrader.) The self-grading command is checked on its own
-too. Each lesson's class runs on one xdist worker (one gradebook per class). The class imports its own copy of
-course_lib (PYTHONPATH), as a class installed with `pip install -e .` would import the instructor's checkout, so
-the hostile student's write lands in a copy, never in this checkout (with
-Landlock the kernel's write is refused; without, the grader puts the file back). By default nbgrader_config.py runs
-no cell in a kernel, and the hostile answer, read and refused, never runs at all.
+the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also tries to rewrite the
+grader on disk, switch the from-scratch watcher off and patch the checks in its process, by names built at run
+time), dynamic (correct answers written with getattr, setattr and vars), blank (the student version untouched),
+tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted), loop (an answer cell
+that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). (tests/test_trusted.py
+grades hostile answers of every lesson, and every lesson's reference answers, the trusted way without nbgrader.)
+The self-grading command is checked on its own too. Each lesson's class runs on one xdist worker (one gradebook per
+class). The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .`
+would import the instructor's checkout, so the hostile student's write lands in a copy, never in this checkout
+(with Landlock the sandbox's write is refused; without, the grader puts the file back). By default
+nbgrader_config.py runs no cell in a kernel: the hostile answer runs only in its sandbox, where what it tries is
+stopped.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
+from course_lib.grading.kit import confine
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_ext import FLAG_MARKER
 from course_lib.workflow.selfgrade import grade_notebook
@@ -199,16 +202,66 @@ for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "mu
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))
 """
+# A wrong answer that also tries, while it runs, to switch the from-scratch watcher off (by names built at run time,
+# which no source check can read), to append HOSTILE_PAYLOAD to the grader's package on disk and to replace the
+# checks in its process; it catches every refusal and goes on.
 HOSTILE_CODE = (
-    "import pathlib, sys\n"
-    "import course_lib\n"
-    "_init = pathlib.Path(course_lib.__file__).parent / 'grading' / '__init__.py'\n"
-    f"_init.write_text(_init.read_text() + {HOSTILE_PAYLOAD!r})\n"
-    "for _name, _module in list(sys.modules.items()):\n"
+    "import pathlib\n"
+    "_sys = vars(torch)['s' + 'ys']\n"
+    "try:\n"
+    "    getattr(_sys, 'setpro' + 'file')(None)\n"
+    "except BaseException:\n"
+    "    pass\n"
+    "_init = pathlib.Path(ref.__file__).parent / 'grading' / '__init__.py'\n"
+    "try:\n"
+    f"    _init.write_text(_init.read_text() + {HOSTILE_PAYLOAD!r})\n"
+    "except OSError:\n"
+    "    pass\n"
+    "for _name, _module in list(getattr(_sys, 'mod' + 'ules').items()):\n"
     "    if _name.startswith('course_lib.grading.'):\n"
     "        for _n in [n for n in dir(_module) if n.startswith('check_')]:\n"
     "            setattr(_module, _n, lambda *a, **k: None)\n"
 )
+# Correct answers written with getattr, setattr, vars, hasattr and types: ordinary Python, graded as any other.
+DYNAMIC = {
+    "00_welcome": (
+        "count_characters",
+        "import types\n\n\n"
+        "def count_characters(text):\n"
+        "    counts = types.SimpleNamespace()\n"
+        "    order = []\n"
+        "    for symbol in text:\n"
+        "        key = f'c{ord(symbol)}'\n"
+        "        if not hasattr(counts, key):\n"
+        "            setattr(counts, key, 0)\n"
+        "            order.append(symbol)\n"
+        "        setattr(counts, key, getattr(counts, key) + 1)\n"
+        "    return {symbol: vars(counts)[f'c{ord(symbol)}'] for symbol in order}\n",
+    ),
+    "04_attention": (
+        "CausalSelfAttention",
+        "import torch\nfrom torch import nn\n\n\n"
+        "class CausalSelfAttention(nn.Module):\n"
+        "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
+        "        super().__init__()\n"
+        "        for name in ('W_query', 'W_key', 'W_value'):\n"
+        "            setattr(self, name, nn.Linear(d_in, d_out, bias=qkv_bias))\n"
+        "        self.dropout = nn.Dropout(dropout)\n"
+        "        vars(self)['context_length'] = context_length\n\n"
+        "    def forward(self, x):\n"
+        "        T = x.shape[1]\n"
+        "        if T > self.context_length:\n"
+        "            raise ValueError(f'{T} positions, more than context_length={self.context_length}')\n"
+        "        q, k, v = (getattr(self, f'W_{part}')(x) for part in ('query', 'key', 'value'))\n"
+        "        weights = torch.softmax(\n"
+        "            (q @ k.transpose(1, 2) / k.shape[-1] ** 0.5).masked_fill(\n"
+        "                torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf')\n"
+        "            ),\n"
+        "            dim=-1,\n"
+        "        )\n"
+        "        return self.dropout(weights) @ v\n",
+    ),
+}
 
 
 def _nbgrader(args, cwd, env=None):
@@ -263,6 +316,7 @@ def _build_class(lesson: str, tmp_path_factory) -> tuple:
         test_cell.source = "pass  # the checks were removed"
         tampered.cells = [c for c in tampered.cells if grade_id(c) not in (f"test_{second}", "setup")]
         _submit(course, "a_hostile", lesson, with_answer(full, wrong_name, wrong_code + "\n" + HOSTILE_CODE))
+        _submit(course, "dynamic", lesson, with_answer(full, *DYNAMIC[lesson]))
         _submit(course, "blank", lesson, blank)
         _submit(course, "tampered", lesson, tampered)
         _submit(course, "loop", lesson, with_answer(full, first, "while True:\n    pass\n"))
@@ -352,16 +406,25 @@ def test_a_hostile_submission_earns_nothing_and_changes_no_later_grade(battery_c
     assert scores["__flagged__"], _log_of(autograde, "a_hostile")
     graded = read(course / "autograded" / "a_hostile" / lesson / f"{lesson}.ipynb")
     note = graded.cells[0].source
-    assert FLAG_MARKER in note and "`import pathlib`" in note  # its answer reaches into the machinery: scored 0
-    # Read, never run: no kernel ran the notebook and the grader never ran an answer that reaches in, so nothing
-    # was written (the grader would have put the file back and said so).
+    # It ran in its sandbox (no kernel ran the notebook): switching the watcher off was stopped there, and that,
+    # not a name in its text, is what flags it.
+    assert FLAG_MARKER in note and "switched the from-scratch watcher off" in note, note
     answer = next(c for c in graded.cells if grade_id(c) == name)
-    assert answer.outputs == [] and "was changed on disk" not in note
+    assert answer.outputs == []
+    if confine.landlock_abi():  # the sandbox could not write (without Landlock the grader puts the file back)
+        assert "was changed on disk" not in note
     # The grader's files are as they were, so the students graded after it (mixed) were judged honestly.
     original = (ROOT.parent / "course_lib" / "grading" / "__init__.py").read_text()
     assert (library / "course_lib" / "grading" / "__init__.py").read_text() == original
     assert _scores(course, lesson, "mixed")[f"test_{name}"] == 0
     assert words in _feedback(course, lesson, "mixed")
+
+
+def test_correct_answers_using_getattr_setattr_and_vars_get_full_marks(battery_class):
+    lesson, course, autograde, _, _ = battery_class
+    scores, maxima = _scores(course, lesson, "dynamic"), _max_scores(course, lesson)
+    assert {k: scores[k] for k in maxima} == maxima, _log_of(autograde, "dynamic")
+    assert not scores["__flagged__"]
 
 
 def test_tampered_locked_cells_are_restored_and_flagged(battery_class):
