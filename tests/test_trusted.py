@@ -784,3 +784,31 @@ def test_the_visible_check_and_the_grader_agree_on_every_refusal(exercise, code,
     passed, message = _visible_verdict(LESSON, exercise, code)
     assert passed == graded.passed, (message, graded.message)
     assert message == ("" if passed else graded.message)
+
+
+@pytest.mark.slow
+def test_in_a_kernel_the_visible_check_shows_the_tick_or_the_graders_refusal(full_verdicts, grader, tmp_path):
+    """In a real Jupyter kernel (the lesson's set-up cell first, as a learner runs it): the setattr answer gets the
+    green tick, and the same answer with `import sys` gets the grader's refusal, word for word, before it is
+    submitted."""
+    import nbformat
+
+    from tests.nbtools import execute, release_path
+
+    refused = "import sys\n" + _SETATTR_CAUSAL
+    released = read(release_path(LESSON))
+    setup = next(c for c in released.cells if grade_id(c) == "setup")
+    test_cell = next(c for c in released.cells if grade_id(c) == "test_CausalSelfAttention")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [setup]
+    for code in (_SETATTR_CAUSAL, refused):
+        nb.cells += [nbformat.v4.new_code_cell(code), nbformat.v4.new_code_cell(test_cell.source)]
+    execute(nb, timeout=300, folder=tmp_path)
+    tick, cross = nb.cells[2].outputs, nb.cells[4].outputs
+    shown = [o.get("data", {}).get("text/plain", "") for o in tick]
+    assert len(shown) == 1 and shown[0].startswith("✓ CausalSelfAttention: all "), tick
+    full, _ = full_verdicts
+    graded = grader.grade(with_answer(full, "CausalSelfAttention", refused), LESSON, only=("CausalSelfAttention",))
+    message = graded.verdicts["test_CausalSelfAttention"].message
+    assert "`sys`" in message
+    assert [o.get("evalue") for o in cross if o.get("output_type") == "error"] == [f"[CausalSelfAttention] {message}"]
