@@ -353,3 +353,18 @@ def test_shortcuts_are_judged_on_what_the_answer_is_and_calls_not_on_its_text():
     assert refusals(shortcut) == []
     with pytest.raises(GradingError, match="calls `torch.nn.functional.scaled_dot_product_attention`"):
         call_answer(SDPA, define(shortcut, "f"), Q, Q, Q)
+
+
+def test_what_no_answer_may_use_is_listed_in_the_docs_and_in_lesson_00():
+    from tests.nbtools import ROOT, read, source_path
+
+    docs = (ROOT.parent / "docs" / "GRADING.md").read_text(encoding="utf-8")
+    lesson = "\n".join(c.source for c in read(source_path("00_welcome")).cells if c.cell_type == "markdown")
+    for name in guard.REFUSED_NAMES:
+        assert f"`{name}`" in docs and f"`{name}`" in lesson, name
+    for name in guard.REFUSED_ATTRIBUTES:
+        assert f"`{name}`" in docs, name
+    for part in guard.MACHINERY_MODULES:
+        assert f"`course_lib.{part}`" in docs, part
+    for allowed in ("getattr", "setattr", "vars"):
+        assert f"`{allowed}`" in docs and f"`{allowed}`" in lesson
