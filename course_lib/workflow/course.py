@@ -4,8 +4,8 @@ Command line (`python -m course_lib ...`, wrapped by the Makefile):
     release [LESSON ...]   refresh each instructor source's Colab badge and set-up cell, then regenerate the
                            student versions in notebooks/release/ with `nbgrader generate_assignment`
     check                  exit 1 if the committed student versions are not what `release` would write
-    grade NOTEBOOK         autograde one notebook with nbgrader (hidden tests included) and print the
-                           score of each exercise with the grader's messages
+    grade NOTEBOOK         autograde one notebook with nbgrader (hidden tests included, except in a students'
+                           hand-out) and print the score of each exercise with the grader's messages
 
 Grading and releasing run nbgrader in a temporary copy of the course, so a learner's or a developer's
 checkout never gets a gradebook, and an instructor's class folders are never touched.

@@ -1,9 +1,11 @@
-"""Grade one notebook with nbgrader, hidden tests included, and report each exercise's score and messages.
+"""Grade one notebook with nbgrader as an instructor's grading does, and report each exercise's score and messages.
 
 `grade_notebook(path)` is what `make grade NB=...`, `python -m course_lib grade ...` and the last cell of every
-lesson (`course_lib.lesson.grade_this_notebook`) run. It copies the lesson's instructor source into a
-temporary nbgrader course, autogrades the notebook there as student "learner", reads the scores from the
-gradebook and the grader's messages from the graded notebook, and deletes the temporary course.
+lesson (`course_lib.lesson.grade_this_notebook`) run. It copies the lesson's instructor source (hidden tests
+included) into a temporary nbgrader course, or in a students' hand-out, which has none, a source made from the
+student version (visible checks only, and the report says so); autogrades the notebook there as student
+"learner" (the course's trusted grading: each answer cell on its own, in its own process); reads the scores from
+the gradebook and the grader's messages from the graded notebook, and deletes the temporary course.
 """
 
 from __future__ import annotations
@@ -187,5 +189,5 @@ def _report(lesson: str, graded, tmp: Path, seconds: float) -> GradeReport:
     if flagged:
         warning = next((c.source for c in graded.cells if FLAG_MARKER in c.get("source", "")), "")
         lines = [line[2:] for line in warning.splitlines() if line.startswith("- ")]
-        flags.append("cells that must stay as released were changed and put back: " + "; ".join(lines))
+        flags.append("your instructor's grading would flag this notebook: " + "; ".join(lines))
     return GradeReport(lesson, [r for r in results.values() if r.max_score > 0], flags, seconds)
