@@ -4,7 +4,9 @@ The lessons import the course's reference implementations (`course_lib/<unit>.py
 them; the from-scratch guard stops an answer that *calls* a reference, but not one that retypes it with other
 names. `similarity(answer, reference)` compares the two as code, not as text:
 
-1. each is parsed; docstrings, comments, type annotations and formatting are gone with the syntax tree;
+1. each is parsed; docstrings, comments, type annotations and formatting are gone with the syntax tree, and so are
+   the statements that call the course's argument checks (`course_lib._checks`), which a reference has for a
+   learner calling it and a copy drops first;
 2. every name the code binds (arguments, variables, loop targets, helper functions, import aliases) becomes one
    placeholder, and so does every attribute it assigns on an object (`self.proj = ...`); names it only uses
    (`torch`, `range`, `softmax`) stay, since they say what the code does; strings become one placeholder;
@@ -14,16 +16,19 @@ names. `similarity(answer, reference)` compares the two as code, not as text:
 4. the score is the Jaccard index of the two sets of runs: the runs both have, over the runs either has.
 
 An exercise is compared with every reference the manifest names for it (with the functions of its own module it
-calls, which a copy would bring along) and with the instructor's solution when the instructor source is at hand;
-the highest score counts. Answers too short to tell (`MIN_RUNS`) are not scored: a one-line function has few ways to
-be written. `tests/test_similarity.py` measures precision and recall on a labelled set of copies and independently
-written answers; `DEFAULT_THRESHOLD` lies between the two groups' scores there (copies 0.55 and up, independent
-answers 0.38 and below).
+calls, which a copy would bring along) and with the instructor's solution when the instructor source is at hand,
+each as written and with its helpers written out inline (`inline_helpers`: a copy may keep a helper or paste its
+body where it was called); the highest score counts (`candidates`). Answers too short to tell (`MIN_RUNS`) are not
+scored: a one-line function has few ways to be written. `tests/test_similarity.py` measures precision and recall
+on a labelled set of copies (renamed, reordered, helpers inlined) and independently written answers;
+`DEFAULT_THRESHOLD` lies between the two groups' scores there (copies 0.55 and up, independent answers 0.41 and
+below).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import re
 from collections.abc import Iterator
@@ -32,7 +37,18 @@ from functools import cache
 
 from course_lib import manifest
 
-__all__ = ["DEFAULT_THRESHOLD", "Match", "reference_sources", "runs", "similarity", "suspicious", "tokens", "units"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "Match",
+    "candidates",
+    "inline_helpers",
+    "reference_sources",
+    "runs",
+    "similarity",
+    "suspicious",
+    "tokens",
+    "units",
+]
 
 DEFAULT_THRESHOLD = 0.5
 K = 3  # tokens per run
@@ -99,6 +115,33 @@ def _walk(node: ast.AST, names: set[str], attributes: set[str]) -> Iterator[str]
                 yield from _walk(child, names, attributes)
 
 
+def _header(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The parts of a statement that are not statements themselves (a loop's target and iterable, an if's test)."""
+    for _, value in ast.iter_fields(statement):
+        for child in value if isinstance(value, list) else [value]:
+            if isinstance(child, ast.AST) and not isinstance(child, ast.stmt | ast.excepthandler):
+                yield from ast.walk(child)
+
+
+def _calls_argument_checks(statement: ast.stmt) -> bool:
+    """Whether a statement (its header, for a compound one) calls the course's argument checks (`_checks.x(...)`)."""
+    return any(
+        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "_checks"
+        for n in _header(statement)
+    )
+
+
+def _without_argument_checks(tree: ast.AST) -> None:
+    """Drop the statements that call the course's argument checks (`course_lib._checks`): a reference validates
+    its arguments for a learner calling it, which an answer need not do, and a copy leaves them out first."""
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
+                kept = [s for s in statements if not _calls_argument_checks(s)]
+                setattr(node, field, kept or [ast.Pass()])
+
+
 def units(source: str) -> list[list[str]]:
     """The normalised tokens of each statement of `source` (see the module docstring); empty when it does not
     parse."""
@@ -107,8 +150,103 @@ def units(source: str) -> list[list[str]]:
     except (SyntaxError, ValueError):
         return []
     _without_docstrings(tree)
+    _without_argument_checks(tree)
     names, attributes = _bound_names(tree)
     return [list(_walk(node, names, attributes)) for node in ast.walk(tree) if isinstance(node, ast.stmt)]
+
+
+class _Substitute(ast.NodeTransformer):
+    """A helper's parameters replaced by what the call passes (copied, so that each use is a node of its own)."""
+
+    def __init__(self, arguments: dict[str, ast.expr]):
+        self.arguments = arguments
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.arguments:
+            return copy.deepcopy(self.arguments[node.id])
+        return node
+
+
+def _inlinable(function: ast.FunctionDef) -> bool:
+    """A helper that ends in its only `return` (so its body can stand in for a call of it) and takes no *args."""
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    last = function.body[-1] if function.body else None
+    args = function.args
+    return (
+        len(returns) == 1
+        and returns[0] is last
+        and last.value is not None
+        and args.vararg is None
+        and args.kwarg is None
+        and not args.posonlyargs
+    )
+
+
+def _arguments(function: ast.FunctionDef, call: ast.Call) -> dict[str, ast.expr] | None:
+    """What each parameter of `function` is at `call` (defaults for the rest); None when the call does not fit."""
+    params = function.args.args + function.args.kwonlyargs
+    defaults = dict(zip([a.arg for a in function.args.args][::-1], function.args.defaults[::-1], strict=False))
+    defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults, strict=True) if d}
+    if len(call.args) > len(function.args.args) or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    bound = {param.arg: value for param, value in zip(function.args.args, call.args, strict=False)}
+    for keyword in call.keywords:
+        if keyword.arg is None:
+            return None
+        bound[keyword.arg] = keyword.value
+    for param in params:
+        if param.arg not in bound:
+            if param.arg not in defaults:
+                return None
+            bound[param.arg] = defaults[param.arg]
+    return bound
+
+
+def _written_out(statement: ast.stmt, helpers: dict[str, ast.FunctionDef], used: set[str]) -> list[ast.stmt] | None:
+    """`x = helper(...)`, `return helper(...)` or `helper(...)` with the helper's body in place of the call."""
+    call = statement.value if isinstance(statement, ast.Assign | ast.Return | ast.Expr) else None
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in helpers):
+        return None
+    helper = helpers[call.func.id]
+    arguments = _arguments(helper, call)
+    if arguments is None:
+        return None
+    body = [_Substitute(arguments).visit(copy.deepcopy(s)) for s in helper.body]
+    result = body.pop().value  # the helper's one `return`, last
+    used.add(helper.name)
+    if isinstance(statement, ast.Assign):
+        return [*body, ast.Assign(targets=statement.targets, value=result)]
+    if isinstance(statement, ast.Return):
+        return [*body, ast.Return(value=result)]
+    return body
+
+
+def inline_helpers(source: str) -> str | None:
+    """`source` with each call of one of its own top-level functions (a helper) written out in place, as someone
+    hiding a copy of a reference and its helper would write it, and the helpers written out dropped; None when
+    `source` calls none of its functions that way (or does not parse)."""
+    try:
+        tree = ast.parse(_SOLUTION_MARKERS.sub("", source))
+    except (SyntaxError, ValueError):
+        return None
+    _without_docstrings(tree)
+    _without_argument_checks(tree)
+    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and _inlinable(n)}
+    used: set[str] = set()
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            statements = getattr(node, field, None)
+            if not (isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt)):
+                continue
+            out: list[ast.stmt] = []
+            for statement in statements:
+                written = _written_out(statement, {k: v for k, v in helpers.items() if v is not node}, used)
+                out.extend([statement] if written is None else written)
+            setattr(node, field, out)
+    if not used:
+        return None
+    tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name in used)]
+    return ast.unparse(ast.fix_missing_locations(tree))
 
 
 def tokens(source: str) -> list[str]:
@@ -145,7 +283,8 @@ class Match:
 
 
 def _helpers(function) -> list[str]:
-    """Source of the functions `function` calls that are defined in its own module (one level)."""
+    """Source of the functions `function` (a function or a class) calls that are defined in its own module (one
+    level)."""
     module = inspect.getmodule(function)
     try:
         tree = ast.parse(inspect.getsource(function))
@@ -174,10 +313,24 @@ def reference_sources(lesson: str) -> dict[str, tuple[tuple[str, str], ...]]:
                 source = inspect.getsource(reference)
             except (OSError, TypeError):
                 continue
-            helpers = _helpers(reference) if inspect.isfunction(reference) else []
+            helpers = _helpers(reference) if inspect.isfunction(reference) or inspect.isclass(reference) else []
             found.append((f"`{path}`", "\n\n".join([source, *helpers])))
         out[exercise.name] = tuple(found)
     return out
+
+
+def candidates(lesson: str, exercise: str, solution: str | None = None) -> list[tuple[str, str]]:
+    """(where, source) of everything an answer to `exercise` is compared with: each of its references with their
+    helpers, the instructor's `solution` when given, and each of these again with its helpers written out inline
+    (`inline_helpers`), since a copy may have them either way."""
+    found = list(reference_sources(lesson).get(exercise, ()))
+    if solution is not None:
+        found.append(("the instructor's solution", solution))
+    for where, source in list(found):
+        inlined = inline_helpers(source)
+        if inlined is not None:
+            found.append((f"{where} with its helpers written out", inlined))
+    return found
 
 
 def suspicious(
@@ -187,14 +340,11 @@ def suspicious(
     solutions: dict[str, str] | None = None,
 ) -> list[Match]:
     """The answers of `answers` ({exercise: answer cell source}) at least `threshold` like a reference of theirs
-    (or like the instructor's solution in `solutions`), the closest match of each."""
-    references = reference_sources(lesson)
+    (or like the instructor's solution in `solutions`), the closest match of each (`candidates`)."""
     found = []
     for exercise, answer in answers.items():
-        candidates = list(references.get(exercise, ()))
-        if solutions and exercise in solutions:
-            candidates.append(("the instructor's solution", solutions[exercise]))
-        scored = [(s, where) for where, source in candidates if (s := similarity(answer, source)) is not None]
+        compared = candidates(lesson, exercise, (solutions or {}).get(exercise))
+        scored = [(s, where) for where, source in compared if (s := similarity(answer, source)) is not None]
         if scored:
             score, where = max(scored)
             if score >= threshold:
