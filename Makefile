@@ -73,10 +73,11 @@ class: $(STAMP)
 feedback: $(STAMP)
 	$(PY) -m course_lib feedback $(LESSON) --to "$(DEST)"
 
-# What students get, as a git repository to publish (no instructor sources, no hidden tests):  make handout DEST=../course
+# What students get, as a git repository to publish (no instructor sources, no hidden tests), its Colab links pointing
+# at where you will publish it:  make handout DEST=../course URL=https://github.com/<owner>/<name>
 # (ARCHIVE=1: also a .tar.gz of it)
 handout: $(STAMP)
-	$(PY) -m course_lib handout "$(DEST)" $(if $(ARCHIVE),--archive)
+	$(PY) -m course_lib handout "$(DEST)" $(if $(URL),--url "$(URL)") $(if $(ARCHIVE),--archive)
 
 # Any nbgrader command in the course root with the course's environment:  make nbgrader ARGS="export"
 # (through a guard that refuses the commands that would replace the committed student versions, and explains).

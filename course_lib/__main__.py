@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     p_feedback.add_argument("--course", help="nbgrader course root (default: notebooks/)")
     p_handout = sub.add_parser("handout", help="build what students get: no instructor sources, no hidden tests")
     p_handout.add_argument("dest", help="a new folder (or an earlier hand-out): it becomes a git repository")
+    p_handout.add_argument(
+        "--url",
+        help="the GitHub repository you will publish it at (https://github.com/<owner>/<name>): its Colab links and "
+        "set-up cells point there (without it they point at this course's repository, which holds the solutions)",
+    )
     p_handout.add_argument("--archive", action="store_true", help="also write DEST.tar.gz")
     sub.add_parser("nbgrader", help="an nbgrader command in the course root (make nbgrader ARGS=...)", add_help=False)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
             if not args.dest:
                 parser.error("handout needs a folder, e.g. make handout DEST=../course-students")
-            print(build_handout(Path(args.dest), archive=args.archive))
+            print(build_handout(Path(args.dest), archive=args.archive, url=args.url))
             return 0
         from course_lib.workflow.selfgrade import grade_notebook
 

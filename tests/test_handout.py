@@ -1,19 +1,21 @@
 """The students' hand-out (`make handout`, course_lib/workflow/handout.py): a git repository with what a learner needs,
-no instructor source and no line of any lesson's hidden tests or solutions; a fresh clone of it runs lesson 00 and
-grades itself, on the visible checks, and says so."""
+no instructor source and no line of any lesson's hidden tests or solutions, a README and a Makefile for students, and
+every link at the URL it will be published at; a fresh clone of it runs lesson 00 and grades itself, on the visible
+checks, and says so; and the instructor's grading takes its notebooks as the course's own."""
 
 from __future__ import annotations
 
 import contextlib
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from course_lib.workflow.course import VISIBLE_ONLY
+from course_lib.workflow.course import VISIBLE_ONLY, CourseError, grade_id, repo_url
 from course_lib.workflow.handout import MARKER, build_handout
 from tests.nbtools import LESSONS, ROOT, execute, hidden_lines, read, solved, source_path, with_answer
 from tests.test_nbgrader_roundtrip import ONE_WRONG
@@ -21,6 +23,7 @@ from tests.test_nbgrader_roundtrip import ONE_WRONG
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("handout")]
 REPO = ROOT.parent
 LESSON = "00_welcome"
+URL = "https://github.com/a-teacher/transformers-course"  # where the instructor will publish it
 _SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
 
 
@@ -33,7 +36,7 @@ def _git(cwd: Path, *args: str) -> str:
 @pytest.fixture(scope="module")
 def handout(tmp_path_factory):
     folder = tmp_path_factory.mktemp("publish") / "course"
-    made = build_handout(folder, archive=True)
+    made = build_handout(folder, archive=True, url=URL + ".git")
     return folder, made
 
 
@@ -113,3 +116,81 @@ def test_a_fresh_clone_runs_lesson_00_and_grades_itself_on_the_visible_checks(ha
     report = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in graded.outputs)
     assert "**Lesson 00_welcome: 8 / 10 points**" in report, graded.outputs
     assert VISIBLE_ONLY in report and words in report
+    # `make grade NB=...`, as the README shows it, runs this in the clone (past the set-up of .venv)
+    command = subprocess.run(
+        [sys.executable, "-m", "course_lib", "grade", f"work/{LESSON}/{LESSON}.ipynb"],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+    )
+    assert command.returncode == 0, command.stderr
+    assert "Lesson 00_welcome: 8 / 10 points" in command.stdout and VISIBLE_ONLY in command.stdout
+
+
+def test_every_link_points_at_the_url_it_is_published_at(handout):
+    """Each lesson's Colab link and set-up cell (which clones the repository on Colab), the README's links and the
+    hand-out's pyproject point at URL; nothing in it points at the course's own repository."""
+    folder, made = handout
+    course = repo_url()
+    assert made.url == URL and made.warning is None and "warning" not in str(made)
+    files = _files(folder)
+    assert not [name for name, text in files.items() if course in text]
+    assert f'Repository = "{URL}"' in files["pyproject.toml"]
+    colab = "https://colab.research.google.com/github/a-teacher/transformers-course/blob/main/notebooks/release"
+    for lesson in LESSONS:
+        nb = read(folder / "notebooks" / "release" / lesson / f"{lesson}.ipynb")
+        setup = next(c for c in nb.cells if grade_id(c) == "setup")
+        assert f'repository = "{URL}"' in setup.source
+        badge = nb.cells[0].source
+        assert f"{colab}/{lesson}/{lesson}.ipynb" in badge
+        assert f"{colab}/{lesson}/{lesson}.ipynb" in files["README.md"]
+
+
+def test_its_readme_and_makefile_are_for_students(handout, tmp_path):
+    folder, _ = handout
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    for needed in ("git clone " + URL, "make lab", "make grade NB=", "visible checks only", "lesson 00"):
+        assert needed in readme, needed
+    for instructor in ("make test", "make class", "make handout", "make release", "make feedback", "nbgrader",
+                       "For an instructor", "Do not give students", "notebooks/source", "tests/"):  # fmt: skip
+        assert instructor not in readme, instructor
+    makefile = (folder / "Makefile").read_text(encoding="utf-8")
+    assert "make test" not in makefile and "pytest" not in makefile
+    assert "pytest" not in (folder / "environment.yml").read_text(encoding="utf-8")
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(folder), str(clone))
+    for target in (["lab"], ["grade", "NB=work/00_welcome/00_welcome.ipynb"], ["clean-venv"]):
+        result = subprocess.run(["make", "-n", *target], cwd=clone, capture_output=True, text=True)
+        assert result.returncode == 0, (target, result.stderr)
+    for target in ("test", "class", "handout", "release", "feedback", "nbgrader", "lab-instructor"):
+        result = subprocess.run(["make", "-n", target], cwd=clone, capture_output=True, text=True)
+        assert result.returncode != 0 and "No rule to make target" in result.stderr, target
+
+
+def test_without_a_url_the_command_says_what_the_links_expose(tmp_path):
+    made = build_handout(tmp_path / "course")
+    course = repo_url()
+    assert made.url == course and made.warning is not None
+    assert course in made.warning and "notebooks/source/" in made.warning and "URL=" in made.warning
+    assert str(made).startswith("warning: ")
+    with pytest.raises(CourseError, match="GitHub repository"):
+        build_handout(tmp_path / "other", url="https://gitlab.com/a/b")
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_instructors_grading_takes_a_handout_notebook_as_the_courses(handout, tmp_path):
+    """A student's notebook from the hand-out has its own URL in the locked set-up cell; graded by the instructor's
+    course, that is no edit of a locked cell (nothing is flagged), and the answers get their points."""
+    from course_lib.workflow.selfgrade import grade_notebook
+
+    folder, _ = handout
+    submitted = read(folder / "notebooks" / "release" / LESSON / f"{LESSON}.ipynb")
+    answers = {grade_id(c): c.source for c in solved(LESSON).cells if grade_id(c)}
+    for cell in submitted.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell.source = answers[grade_id(cell)]
+    assert URL in next(c.source for c in submitted.cells if grade_id(c) == "setup")
+    path = tmp_path / f"{LESSON}.ipynb"
+    nbformat.write(submitted, path)
+    report = grade_notebook(path)  # the instructor's course: its source, its hidden tests
+    assert report.flags == [] and report.score == report.max_score > 0, str(report)

@@ -37,11 +37,13 @@ __all__ = [
     "has_instructor_source",
     "lesson_ids",
     "lesson_notebook",
+    "point_at",
     "release",
     "render_release",
     "repo_url",
     "stale_files",
     "visible_only_source",
+    "without_repository_url",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -161,9 +163,14 @@ def _lesson_data(lesson: str) -> list[str]:
         return []
 
 
+def colab_link(lesson: str, url: str) -> str:
+    """Where Colab opens `lesson`'s student version from the GitHub repository at `url`."""
+    path = re.sub(r"^https://github\.com/", "", url.rstrip("/")).removesuffix(".git")
+    return f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
+
+
 def _colab_badge(lesson: str, url: str) -> str:
-    path = re.sub(r"^https://github\.com/", "", url.rstrip("/"))
-    link = f"https://colab.research.google.com/github/{path}/blob/main/notebooks/release/{lesson}/{lesson}.ipynb"
+    link = colab_link(lesson, url)
     # A text link, not Colab's badge image: offline (JupyterLab on a laptop) an image from the web shows as a
     # broken picture with its alt text, while a link reads the same everywhere.
     return f"{BADGE_MARKER}\n[Open this lesson in Colab]({link}) (the set-up cell below installs the course there)"
@@ -174,12 +181,36 @@ def grade_id(cell) -> str | None:
     return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
 
 
+def setup_source(lesson: str, url: str) -> str:
+    """The text of `lesson`'s set-up cell, which on Colab clones the repository at `url`."""
+    return SETUP_TEMPLATE.format(
+        url=url, lesson=lesson, data=_lesson_data(lesson), colab_packages=_colab_packages(lesson)
+    )
+
+
+_REPOSITORY_LINE = re.compile(r'^(\s*repository = )"[^"\n]*"$', re.M)
+
+
+def without_repository_url(source: str) -> str:
+    """A set-up cell's text with the repository it clones left out: a students' hand-out's set-up cell clones the
+    hand-out (`make handout URL=...`), the course's clones the course, and otherwise they are the same cell."""
+    return _REPOSITORY_LINE.sub(r'\1""', source)
+
+
+def point_at(nb, lesson: str, url: str) -> None:
+    """Make a student version's Colab link and set-up cell point at the repository at `url`, in place (the rest of
+    each cell, its metadata included, stays as it is)."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and BADGE_MARKER in cell.source:
+            cell.source = _colab_badge(lesson, url)
+        elif grade_id(cell) == SETUP_ID:
+            cell.source = setup_source(lesson, url)
+
+
 def render_source(nb, lesson: str, url: str):
     """Instructor source with the badge and set-up cell regenerated and all outputs cleared."""
     badge = nbformat.v4.new_markdown_cell(_colab_badge(lesson, url))
-    setup = nbformat.v4.new_code_cell(
-        SETUP_TEMPLATE.format(url=url, lesson=lesson, data=_lesson_data(lesson), colab_packages=_colab_packages(lesson))
-    )
+    setup = nbformat.v4.new_code_cell(setup_source(lesson, url))
     setup.metadata["nbgrader"] = {
         "grade": False,
         "grade_id": SETUP_ID,

@@ -48,7 +48,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Enum, Integer
 
 from course_lib import manifest
-from course_lib.workflow.course import grade_id
+from course_lib.workflow.course import grade_id, without_repository_url
 from course_lib.workflow.kernels import ConfinedKernelManager, CourseWatch, GradingLimits, OutputCap
 
 __all__ = [
@@ -135,7 +135,8 @@ def _same(a: str, b: str) -> bool:
 
 def _unchanged(source: str, submitted: str) -> bool:
     """A locked cell is unchanged as released, or as the instructor wrote it: the instructor's own source notebook,
-    submitted as it is, has its hidden tests in its test cells."""
+    submitted as it is, has its hidden tests in its test cells. A hand-out's set-up cell clones its own URL."""
+    source, submitted = without_repository_url(source), without_repository_url(submitted)
     return _same(strip_hidden_tests(source), submitted) or _same(source, submitted)
 
 
