@@ -1,9 +1,10 @@
 """Verdicts a learner's code cannot touch: the grader's side of grading a notebook (docs/ARCHITECTURE.md,
 Trusted grading).
 
-nbgrader runs a submitted notebook in a kernel, and everything in that kernel — the checks included — is within
-reach of the learner's code. So the kernel's test-cell results decide nothing. After the kernel has run,
-`TrustedGrader.grade` takes each exercise's answer cell from the notebook and, for each exercise separately:
+Everything in a learner's kernel — the checks included — is within reach of the learner's code, so a test cell's
+result there decides nothing (and by default nbgrader runs no kernel at all for a lesson: `nbgrader_ext`).
+`TrustedGrader.grade` takes each exercise's answer cell from the submitted notebook and, for each exercise
+separately:
 
 1. reads the answer's source (never runs it) for the few names no graded answer may use (`guard.refusals`): such
    an answer scores 0 for that exercise, with the message the visible check in the notebook gives for the same
