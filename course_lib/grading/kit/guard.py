@@ -279,17 +279,15 @@ def refusal_message(exercise: Graded | str, found: list[Refusal]) -> str:
 
 def answer_source(answer: Any) -> str | None:
     """The text of the notebook cell that defined `answer` (a function or class), or None when it was not written
-    in a cell: IPython keeps each cell's text under the cell's own name in `linecache` (no file on disk has that
-    name), and so do the course's tools that run a saved answer cell (`remember_cell`)."""
+    in a cell: IPython keeps each cell's text under the cell's own name in `linecache`, and so do the course's tools
+    that run a saved answer cell (`remember_cell`)."""
     import linecache
 
     for code in _codes_of(answer):
-        name = code.co_filename
-        if name.startswith("<frozen") or os.path.isfile(name):
-            continue
-        entry = linecache.cache.get(name)
-        if entry is not None and len(entry) == 4:
-            return "".join(entry[2])
+        if _written_in_a_cell(code):
+            entry = linecache.cache.get(code.co_filename)
+            if entry is not None and len(entry) == 4:
+                return "".join(entry[2])
     return None
 
 
@@ -518,11 +516,18 @@ _IN_A_CELL: dict[str, bool] = {}
 
 
 def _written_in_a_cell(code: types.CodeType) -> bool:
-    """Code of a notebook cell or an answer cell: its file name is no file on disk."""
+    """Code of a notebook cell or an answer cell, not of a module: its text was handed to `linecache` by whoever
+    ran it (IPython does, and `remember_cell`: an entry without a modification time), or its file name is no file
+    on disk (an answer cell in the grader's sandbox)."""
+    import linecache
+
     name = code.co_filename
     known = _IN_A_CELL.get(name)
     if known is None:
-        known = _IN_A_CELL[name] = not (name.startswith("<frozen") or os.path.isfile(name))
+        entry = linecache.cache.get(name)
+        registered = entry is not None and len(entry) == 4 and entry[1] is None
+        known = not name.startswith("<frozen") and (registered or not os.path.isfile(name))
+        _IN_A_CELL[name] = known
     return known
 
 
