@@ -30,10 +30,12 @@ Two rules keep it so, and the visible checks in the notebook apply both exactly 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import importlib.util
 import inspect
+import linecache
 import os
 import sys
 import threading
@@ -207,8 +209,6 @@ def refusals(source: str) -> list[Refusal]:
     refuses the same cell with the same message (`check_definition`), so a learner sees it first. What an
     exercise forbids (its reference, its shortcuts) is judged on the answer's objects and calls instead, by
     `check_definition` and `watch_calls`, alike in the notebook and in the grader's sandbox."""
-    import ast
-
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -246,16 +246,14 @@ def refusals(source: str) -> list[Refusal]:
                 note(f"`.{node.attr}`", REFUSED_ATTRIBUTES[node.attr])
             elif node.attr in REFUSED_NAMES and node.attr not in _NAMED_AS_WRITTEN:  # `torch.os`: a module's `os`
                 note(f"`.{node.attr}`", REFUSED_NAMES[node.attr])
-            elif node.attr in MACHINERY_MODULES[:2] and _dotted(node.value) == "course_lib":
+            elif node.attr in MACHINERY_MODULES and _dotted(node.value) == "course_lib":
                 note(f"`course_lib.{node.attr}`", _MACHINERY)
         elif isinstance(node, ast.Name) and node.id in REFUSED_NAMES:
             note(f"`{node.id}`", REFUSED_NAMES[node.id])
     return found
 
 
-def _dotted(node) -> str:
-    import ast
-
+def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -281,8 +279,6 @@ def answer_source(answer: Any) -> str | None:
     """The text of the notebook cell that defined `answer` (a function or class), or None when it was not written
     in a cell: IPython keeps each cell's text under the cell's own name in `linecache`, and so do the course's tools
     that run a saved answer cell (`remember_cell`)."""
-    import linecache
-
     for code in _codes_of(answer):
         if _written_in_a_cell(code):
             entry = linecache.cache.get(code.co_filename)
@@ -294,8 +290,6 @@ def answer_source(answer: Any) -> str | None:
 def remember_cell(source: str, name: str) -> str:
     """Keep `source` in `linecache` under `name`, as IPython keeps a cell it runs, so that `answer_source` finds
     it; returns `name` (compile the cell with it as the file name)."""
-    import linecache
-
     linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
     return name
 
@@ -308,7 +302,8 @@ def _names_in_code(code: types.CodeType) -> Iterator[str]:
 
 
 def check_definition(answer: Any, exercise: Graded) -> None:
-    """Raise `GradingError` if `answer` is, subclasses or wraps the exercise's reference or one of its shortcuts."""
+    """Raise `GradingError` if `answer` is, subclasses or wraps the exercise's reference or one of its shortcuts, or
+    if the cell it was written in uses what no answer may use (`refusals`), as the grader would refuse it."""
     exercise = require_graded(exercise, "check_definition")
     if remote.is_remote(answer):
         message = remote.check_definition(answer, exercise.path)
@@ -519,8 +514,6 @@ def _written_in_a_cell(code: types.CodeType) -> bool:
     """Code of a notebook cell or an answer cell, not of a module: its text was handed to `linecache` by whoever
     ran it (IPython does, and `remember_cell`: an entry without a modification time), or its file name is no file
     on disk (an answer cell in the grader's sandbox)."""
-    import linecache
-
     name = code.co_filename
     known = _IN_A_CELL.get(name)
     if known is None:
