@@ -1,6 +1,7 @@
-"""The two nbgrader steps that do less work for the same result (course_lib/workflow/nbgrader_fast.py), each against
-nbgrader's or nbconvert's own step on the same input. Whole runs: tests/test_class_command.py compares a class's
-feedback, written in two processes with `FeedbackExporter`, with one nbgrader process using nbconvert's exporter.
+"""The two nbgrader steps that do less work for the same result (course_lib/workflow/nbgrader_plugins/save_grades.py
+and feedback_exporter.py), each against nbgrader's or nbconvert's own step on the same input. Whole runs:
+tests/test_class_command.py compares a class's feedback, written in two processes with `FeedbackExporter`, with one
+nbgrader process using nbconvert's exporter.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from nbgrader.preprocessors import SaveAutoGrades
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from course_lib.workflow.nbgrader_fast import FeedbackExporter, SaveAutoGradesInOneCommit
+from course_lib.workflow.nbgrader_plugins import FeedbackExporter, SaveAutoGradesInOneCommit
 from tests.nbtools import ROOT, answer_names, grade_id, read, release_path, solved, with_answer
 from tests.test_course import _Config
 from tests.test_nbgrader_roundtrip import ONE_WRONG
