@@ -273,12 +273,12 @@ def test_feedback_wraps_and_hides_hidden_tests(graded):
 
 def test_feedback_in_two_processes_is_what_one_nbgrader_process_writes(graded, tmp_path):
     """The class command wrote the feedback in two processes, each with the course's exporter (it remembers the
-    lesson's HTML from one student to the next); one nbgrader process with nbconvert's own exporter writes the same
-    pages, byte for byte, the hostile submissions' included."""
+    lesson's HTML from one student to the next); one nbgrader process with the exporter it builds on (formulas
+    as MathML, no memory) writes the same pages, byte for byte, the hostile submissions' included."""
     course, results, _, _ = graded
     one = tmp_path / "feedback"
     args = ["generate_feedback", LESSON, "--force", f"--CourseDirectory.feedback_directory={one}"]
-    exporter = "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"
+    exporter = "--GenerateFeedback.exporter_class=course_lib.workflow.nbgrader_plugins.OfflineMathExporter"
     done = run_nbgrader([*args, exporter], course)
     assert done.returncode == 0, done.stderr[-3000:]
     ours = _digest(course / "feedback")

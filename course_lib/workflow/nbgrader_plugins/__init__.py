@@ -6,7 +6,8 @@ autograde, grading: `KeepGradingWhenKernelDies` (keep_grading.py: nbgrader's Exe
 a lesson), `TrustedVerdicts` (trusted_verdicts.py: every test cell's verdict reached outside any kernel),
 `SaveAutoGradesInOneCommit` (save_grades.py);
 generate_assignment: `InlineImages` (inline_images.py: diagrams as data: URIs; formgrader writes elsewhere);
-generate_feedback: `HideHiddenTestTracebacks`, `WrapLongLines`, and the `FeedbackExporter` (feedback_exporter.py).
+generate_feedback: `HideHiddenTestTracebacks`, `WrapLongLines`, and the `FeedbackExporter` (feedback_exporter.py),
+an `OfflineMathExporter` (offline_math.py: formulas as MathML, no MathJax from a CDN).
 What they share (the notes at the top of a graded notebook, the gradebook's flag, the process's trusted grader):
 common.py.
 
@@ -18,6 +19,7 @@ from course_lib.workflow.nbgrader_plugins.feedback_exporter import FeedbackExpor
 from course_lib.workflow.nbgrader_plugins.hide_hidden_tests import HideHiddenTestTracebacks
 from course_lib.workflow.nbgrader_plugins.inline_images import FORMGRADER_RELEASE, InlineImages, in_jupyter_server
 from course_lib.workflow.nbgrader_plugins.keep_grading import KeepGradingWhenKernelDies
+from course_lib.workflow.nbgrader_plugins.offline_math import OfflineMathExporter
 from course_lib.workflow.nbgrader_plugins.restore_and_flag import RestoreAndFlag
 from course_lib.workflow.nbgrader_plugins.save_grades import SaveAutoGradesInOneCommit
 from course_lib.workflow.nbgrader_plugins.trusted_verdicts import TrustedVerdicts
@@ -31,6 +33,7 @@ __all__ = [
     "HideHiddenTestTracebacks",
     "InlineImages",
     "KeepGradingWhenKernelDies",
+    "OfflineMathExporter",
     "RestoreAndFlag",
     "SaveAutoGradesInOneCommit",
     "TrustedVerdicts",

@@ -1,8 +1,8 @@
-"""`FeedbackExporter`, generate_feedback's exporter: nbconvert's HTML exporter, remembering what each Markdown text
-and each highlighted code cell became in HTML. A lesson's text and code are the same in every student's notebook, so
-a feedback process converts them once instead of once per student (measured on lesson 01: 398 Markdown conversions
-for 10 students became 41); the pages are the ones the plain exporter writes, byte for byte
-(tests/test_nbgrader_fast.py).
+"""`FeedbackExporter`, generate_feedback's exporter: the HTML exporter whose formulas show offline
+(`OfflineMathExporter`), remembering what each Markdown text and each highlighted code cell became in HTML. A
+lesson's text and code are the same in every student's notebook, so a feedback process converts them once instead of
+once per student (measured on lesson 01: 398 Markdown conversions for 10 students became 41); the pages are the ones
+the exporter without this memory writes, byte for byte (tests/test_nbgrader_fast.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import functools
 import json
 
 from jinja2 import pass_context
-from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.highlight import Highlight2HTML
+
+from course_lib.workflow.nbgrader_plugins.offline_math import OfflineMathExporter
 
 __all__ = ["FeedbackExporter"]
 
@@ -21,8 +22,8 @@ def _key(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-class FeedbackExporter(HTMLExporter):
-    """nbconvert's HTMLExporter, remembering each Markdown text's and each code cell's HTML (see the module
+class FeedbackExporter(OfflineMathExporter):
+    """`OfflineMathExporter`, remembering each Markdown text's and each code cell's HTML (see the module
     docstring). What the HTML is made from is the key: for Markdown the text, the cell's attachments, and the
     notebook's folder where images are embedded; for code the lexer, the formatter's options, the source, its
     language and the cell's metadata."""
