@@ -1,9 +1,10 @@
 """Verdicts a learner's code cannot touch: the grader's side of grading a notebook (docs/ARCHITECTURE.md,
 Trusted grading).
 
-nbgrader runs a submitted notebook in a kernel, and everything in that kernel — the checks included — is within
-reach of the learner's code. So the kernel's test-cell results decide nothing. After the kernel has run,
-`TrustedGrader.grade` takes each exercise's answer cell from the notebook and, for each exercise separately:
+Everything in a learner's kernel — the checks included — is within reach of the learner's code, so test-cell
+results reached in a kernel decide nothing. When nbgrader grades a notebook (by default without running it in any
+kernel; with `run_cells = "always"` after a kernel ran it), `TrustedGrader.grade` takes each exercise's answer cell
+from the notebook and, for each exercise separately:
 
 1. reads the answer's source (never runs it) for forbidden shortcuts and for reaching into the machinery
    (`guard.source_problems`): such an answer scores 0 for that exercise and is reported;

@@ -3,7 +3,7 @@
 - `class_grades.csv`: one row per student; for each lesson in the gradebook a column per exercise (the points of
   its test cells, visible and hidden), the lesson's total, whether the submission was flagged, how late it was
   (with a deadline), and which answers look copied from the course's code (`similarity.py`: for a person to look
-  at; no score changes). A lesson the student did not submit is left empty; one nbgrader could not grade (no graded
+  at; no score changes). A lesson the student did not submit is left empty; one that could not be graded (no graded
   notebook) says "not graded". nbgrader's own `export` writes `grades.csv`, with fewer columns: a name this file
   never has, so neither replaces the other.
 - `class_report.md`: per lesson, one line for each submission that could not be graded (with the reason; in this
@@ -115,12 +115,15 @@ def write_grades(course: Path, path: Path, copy_threshold: float | None = simila
             header += [f"{lesson}/{e}" for e in _exercises(lesson)] + [lesson, f"{lesson} flagged"]
             header += [f"{lesson} late", f"{lesson} looks copied"]
         rows = []
-        for student in sorted(s.id for s in gradebook.students):
+        # a student whose file could not be read at all has no gradebook record, and still has a row
+        sent = {p.parent.parent.name for lesson in lessons for p in (course / "submitted").glob(f"*/{lesson}/*.ipynb")}
+        for student in sorted({s.id for s in gradebook.students} | sent):
             row: list[object] = [student]
             for lesson in lessons:
                 found = _scores(gradebook, lesson, student)
                 if found is None:
-                    row += [""] * (len(_exercises(lesson)) + 4)
+                    submitted = (course / "submitted" / student / lesson / f"{lesson}.ipynb").is_file()
+                    row += [""] * (len(_exercises(lesson)) + 1) + ["not graded" if submitted else "", "", ""]
                     continue
                 got, _, flagged, late = found
                 late_cell = late_by(late) if late else ""

@@ -247,12 +247,12 @@ def _autograde(settings: ClassSettings, lesson: str, result: ClassResult) -> Non
     """Step 4: grade the plan's students; their outcomes go into `result` and `class_records/`."""
     students = list(result.plan.to_grade)
     start = time.monotonic()
-    pool = Pool(settings.course, lesson, settings.workers, settings.nbgrader_options(), settings.hang_after)
-    pool.options.append(f"--CourseDirectory.db_url={db_url(settings.course)}?timeout=300")
+    records = settings.course / submissions.RECORDS / lesson
+    options = [*settings.nbgrader_options(), f"--CourseDirectory.db_url={db_url(settings.course)}?timeout=300"]
+    pool = Pool(settings.course, lesson, settings.workers, options, settings.hang_after, logs=records / "logs")
     outcomes = pool.grade(students, Progress(len(students), lesson))
     result.seconds = time.monotonic() - start
     result.outcomes = outcomes
-    records = settings.course / submissions.RECORDS / lesson
     for student, outcome in outcomes.items():
         write_record(records, outcome)
         if outcome.graded:
@@ -264,6 +264,9 @@ def _autograde(settings: ClassSettings, lesson: str, result: ClassResult) -> Non
     limits = next((o.limits for o in outcomes.values() if o.limits), "")
     if limits:
         result.notes.append(f"Grading kernels: {limits}")
+    if result.failed:
+        where = (records / "logs").relative_to(settings.course)
+        result.notes.append(f"nbgrader's own messages of this run, for the submissions not graded: {where}/")
 
 
 def _collected(collected: submissions.Collected) -> str:

@@ -101,7 +101,8 @@ class Pool:
     """Grades `students`' submissions of `lesson` in `course` with `workers` processes (module docstring).
 
     `options`: nbgrader options for every worker; `hang_after`: seconds one submission may hold its worker;
-    `command`: how a worker is started (`WORKER`, plus the arguments `worker.py` takes)."""
+    `command`: how a worker is started (`WORKER`, plus the arguments `worker.py` takes); `logs`: a folder for the
+    workers' logs (nbgrader's own messages, for a person), else they go when the run ends."""
 
     course: Path
     lesson: str
@@ -110,6 +111,7 @@ class Pool:
     hang_after: float = 600.0
     command: list[str] = field(default_factory=lambda: list(WORKER))
     private_library: bool = True  # each worker imports its own copy of course_lib
+    logs: Path | None = None
 
     def grade(self, students: list[str], progress: Progress | None = None) -> dict[str, Outcome]:
         """Every student's `Outcome`, in the order given."""
@@ -146,7 +148,9 @@ class Pool:
         remaining = list(group)
         attempt = 0
         while remaining:
-            records, log = tmp / f"records-{k}-{attempt}", tmp / f"worker-{k}-{attempt}.log"
+            records = tmp / f"records-{k}-{attempt}"
+            log = (self.logs or tmp) / f"worker-{k + 1}{f'-{attempt + 1}' if attempt else ''}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
             command = [*self.command, str(self.course), self.lesson, str(records), *remaining, "--", *self.options]
             with log.open("w", encoding="utf-8") as out:
                 process = subprocess.Popen(
@@ -178,28 +182,28 @@ class Pool:
 
     def _watch(self, process, records: Path, remaining: list[str], outcomes: dict, progress: Progress) -> int:
         """Follow one worker's records until it exits; stop it when a submission holds it past `hang_after`.
+        A worker takes its students in the order given, so only the next one's record can have changed.
         Returns how many submissions it finished."""
-        finished = 0
+        finished, queue = 0, [s for s in remaining if s not in outcomes]
         while True:
             done = process.poll() is not None
-            for student in remaining:
-                if student in outcomes:
-                    continue
-                record = read_record(records / f"{student}.json")
+            while queue:
+                record = read_record(records / f"{queue[0]}.json")
                 if isinstance(record, Outcome):
-                    outcomes[student] = record
+                    outcomes[queue.pop(0)] = record
                     finished += 1
                     progress.step()
-                elif isinstance(record, Started) and not done and time.time() - record.at > self.hang_after:
+                    continue
+                if isinstance(record, Started) and not done and time.time() - record.at > self.hang_after:
                     _stop(process)
-                    outcomes[student] = self._lost(
-                        student,
+                    outcomes[queue[0]] = self._lost(
+                        queue[0],
                         f"grading it took longer than {self.hang_after:.0f} s, so its grading process was "
                         "stopped; the submissions after it were graded by a new one",
                     )
-                    finished += 1
                     progress.step()
-                    return finished
+                    return finished + 1
+                break
             if done:
                 return finished
             time.sleep(_POLL)

@@ -19,6 +19,8 @@ The nbgrader log still goes to this process's standard error, for a person readi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import resource
 import shutil
@@ -66,10 +68,22 @@ def plain_reason(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, MemoryError):
         return "grading it ran out of memory; it is tried again on the next run", True
     if isinstance(exc, SystemExit):
-        return "nbgrader stopped while grading it (the class command's log has nbgrader's message)", False
+        return "nbgrader stopped while grading it", False
     if isinstance(exc, ValueError) and line.startswith("this submission"):  # RestoreAndFlag's own words
         return line, False
     return f"nbgrader could not grade it ({name}: {line})"[:_WORDS], False
+
+
+class _Errors(logging.Handler):
+    """The error messages nbgrader logs while it grades one submission (it logs why before it stops)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.said: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):
+            self.said.append(record.getMessage().strip().splitlines()[0])
 
 
 def _lesson_cells(course: Path, lesson: str, db_url: str):
@@ -192,15 +206,20 @@ class Worker:
         nbformat.write(repaired.nb, stage / f"{self.lesson}.ipynb")
         self.app.coursedir.student_id = student
         converter = self.converter(coursedir=self.app.coursedir, parent=self.app)
+        errors = _Errors()
+        self.app.log.addHandler(errors)
         try:
             converter.start()
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # nbgrader's `fail` is a SystemExit: it, too, costs this submission only
             reason, retry = plain_reason(converter.failure or exc)
+            if isinstance(converter.failure or exc, SystemExit) and errors.said:
+                reason = f"{reason}: {errors.said[-1]}"[:_WORDS]  # what nbgrader said before it stopped
             shutil.rmtree(graded, ignore_errors=True)
             return outcome(graded=False, reason=reason, retry=retry, repairs=repaired.repairs)
         finally:
+            self.app.log.removeHandler(errors)
             shutil.rmtree(stage.parent, ignore_errors=True)
         scores, flagged = _scores(self.db_url, self.lesson, student)
         return outcome(graded=True, scores=scores, flagged=flagged, repairs=repaired.repairs)
