@@ -15,15 +15,16 @@ import pytest
 
 from course_lib.workflow.class_command import ClassSettings
 from course_lib.workflow.class_command.report import first_sentence, remarks, write_report
-from course_lib.workflow.class_command.steps import ClassResult, collect_folder
+from course_lib.workflow.class_command.steps import ClassResult, collect_folder, plan
 from course_lib.workflow.course import CourseError
 from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
 from course_lib.workflow.nbgrader_plugins import FLAG_MARKER, KeepGradingWhenKernelDies
 from course_lib.workflow.nbgrader_runs import feedback
 from course_lib.workflow.nbgrader_runs.pool import Pool, kernel_threads
-from course_lib.workflow.nbgrader_runs.records import exercise_of
+from course_lib.workflow.nbgrader_runs.records import Outcome, exercise_of, write_record
 from course_lib.workflow.nbgrader_runs.worker import plain_reason
 from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
+from course_lib.workflow.submissions import RECORDS, Collected, fingerprint
 from tests import classbook
 from tests.nbtools import ROOT, execute, release_path
 from tests.test_course import _Config
@@ -328,3 +329,50 @@ def test_a_worker_that_cannot_start_says_why_for_each_of_its_students(tmp_path):
     for outcome in outcomes.values():
         assert not outcome.graded and outcome.retry
         assert outcome.reason == "the grading process stopped before grading it (exit code 1: no gradebook here)"
+
+
+def test_a_run_grades_the_new_the_changed_and_what_failed_for_a_reason_other_than_the_file(tmp_path):
+    """Who the class command grades (`steps.plan`), from the files in submitted/, the graded notebooks and the
+    records of earlier runs; and what the console says about it, in one line."""
+    course = tmp_path
+    records = course / RECORDS / "L"
+
+    def submit(student: str, text: str, graded: bool = False, outcome: dict | None = None) -> None:
+        path = course / "submitted" / student / "L" / "L.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(_notebook(text), path)
+        if graded:
+            (course / "autograded" / student / "L").mkdir(parents=True, exist_ok=True)
+            (course / "autograded" / student / "L" / "L.ipynb").write_text("{}", encoding="utf-8")
+        if outcome is not None:
+            said = fingerprint(path) if outcome.pop("same", True) else "0" * 16
+            write_record(records, Outcome(student, "L", fingerprint=said, **outcome))
+
+    submit("ann", "new")
+    submit("bob", "resubmitted")
+    submit("cy", "graded before", graded=True, outcome={"graded": True})
+    submit("dee", "graded before the records were kept", graded=True)
+    submit("ed", "edited in submitted/ by hand", graded=True, outcome={"graded": True, "same": False})
+    submit("flo", "its worker died", outcome={"graded": False, "reason": "the process ended", "retry": True})
+    submit("gus", "not a notebook", outcome={"graded": False, "reason": "the file is empty"})
+    submit("hal", "never graded")
+    submit("ivy", "graded notebook deleted", outcome={"graded": True})
+    collected = Collected(new=["ann"], unchanged=["cy", "dee", "ed", "flo", "gus", "hal", "ivy"])
+    collected.resubmitted["bob"] = None  # what the history kept is not needed to plan
+    decided = plan(course, "L", collected)
+    assert decided.to_grade == {
+        "ann": "new",
+        "bob": "resubmitted",
+        "ed": "changed in submitted/",
+        "flo": "tried again: the process ended",
+        "hal": "never graded",
+        "ivy": "graded notebook missing",
+    }
+    assert decided.kept == ["cy", "dee"] and list(decided.not_retried) == ["gus"]
+    assert decided.said() == (
+        "grading 6 (1 new, 1 resubmitted, 1 changed in submitted/, 1 tried again, 1 never graded, 1 graded notebook "
+        "missing); 2 graded before and unchanged, left as they are; 1 could not be graded before and is unchanged, "
+        "not tried again (gus; the report says why; --regrade tries every submission again)"
+    )
+    everyone = plan(course, "L", collected, regrade=True)
+    assert len(everyone.to_grade) == 9 and not everyone.kept and not everyone.not_retried
