@@ -41,6 +41,7 @@ takes for each lesson's reference answers, in this process, to check that the le
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -79,11 +80,14 @@ def submissions(lesson: str, n: int) -> dict[str, bytes]:
 
 
 def damaged_class(lesson: str, n: int) -> dict[str, bytes]:
-    """The same class with the first reference submission of every 10 damaged, each time another kind of damage,
-    on the lesson's last exercise (a class with methods in several lessons)."""
+    """The same class with the first reference submission of every 10 damaged, each time another kind of damage
+    (those the class command repairs and says so taking turns with saved forms it reads as if clean), on the
+    lesson's last exercise (a class with methods in several lessons)."""
     full = solved(lesson)
     name = answer_names(full)[-1]
-    kinds = list(DAMAGES)
+    repaired = [kind for kind, damage in DAMAGES.items() if damage.words]
+    forms = [kind for kind, damage in DAMAGES.items() if not damage.words]
+    kinds = [kind for pair in itertools.zip_longest(repaired, forms) for kind in pair if kind]
     out = {}
     for i, (student, raw) in enumerate(submissions(lesson, n).items()):
         if i % 10 == 0:

@@ -162,12 +162,10 @@ class Pool:
             finally:
                 running.pop(id(process), None)
             how = _ended(process.returncode)
-            for student in remaining:
+            for at, student in enumerate(remaining):
                 if student not in outcomes and isinstance(read_record(records / f"{student}.json"), Started):
                     outcomes[student] = self._lost(
-                        student,
-                        f"the grading process ended while grading it ({how}); the submissions after it were "
-                        "graded by a new one",
+                        student, f"the grading process ended while grading it ({how}){_after(remaining[at + 1 :])}"
                     )
                     finished += 1
                     progress.step()
@@ -199,7 +197,7 @@ class Pool:
                     outcomes[queue[0]] = self._lost(
                         queue[0],
                         f"grading it took longer than {self.hang_after:.0f} s, so its grading process was "
-                        "stopped; the submissions after it were graded by a new one",
+                        f"stopped{_after(queue[1:])}",
                     )
                     progress.step()
                     return finished + 1
@@ -219,6 +217,10 @@ class Pool:
         except OSError:
             said = ""
         return Outcome(student, self.lesson, graded=False, fingerprint=said, reason=reason, retry=True)
+
+
+def _after(rest: list[str]) -> str:
+    return "; the submissions after it were graded by a new one" if rest else ""
 
 
 def _stop(process: subprocess.Popen) -> None:
