@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 import nbformat
 
-from tests.nbtools import grade_id
-
 
 def _dict(nb) -> dict:
     """A notebook as plain JSON data (a deep copy)."""
@@ -203,7 +201,7 @@ def metadata_stripped(nb, name: str) -> bytes:
     return _dump(data)
 
 
-def test_cells_deleted(nb, name: str) -> bytes:
+def checks_deleted(nb, name: str) -> bytes:
     """The exercise's visible and hidden test cells deleted."""
     data = _dict(nb)
     data["cells"] = [c for c in data["cells"] if not (_gid(c) or "").startswith(f"test_{name}")]
@@ -242,10 +240,6 @@ DAMAGES: dict[str, Damage] = {
     "split_in_two": Damage(split_in_two, False, ("split into 2 cells",)),
     "split_by_jupyterlab": Damage(split_by_jupyterlab, False, ("split into 2 cells",)),
     "metadata_stripped": Damage(metadata_stripped, False, ("lost its grading marks",)),
-    "test_cells_deleted": Damage(test_cells_deleted, False, ("was deleted",)),
+    "checks_deleted": Damage(checks_deleted, False, ("was deleted",)),
     "answer_deleted": Damage(answer_deleted, True, ("was deleted",)),
 }
-
-
-def grade_ids(nb) -> list[str]:
-    return [grade_id(c) for c in nb.cells if grade_id(c)]

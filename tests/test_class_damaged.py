@@ -113,7 +113,7 @@ def test_every_damaged_submission_is_graded_and_every_untouched_exercise_earns_f
             continue
         assert line.startswith(f"- **{student}**: graded; ") and all(w in line for w in damage.words), line
         # honest damage is repaired or named, not taken for tampering; deleted checks are still flagged
-        assert (grades[student][f"{lesson} flagged"] == "yes") == (kind == "test_cells_deleted"), (student, line)
+        assert (grades[student][f"{lesson} flagged"] == "yes") == (kind == "checks_deleted"), (student, line)
     for student in CLEAN:
         assert grades[student][lesson] == f"{sum(maxima.values()):g}", student
 
