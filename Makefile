@@ -64,10 +64,11 @@ grade: $(STAMP)
 # (FROM: a folder of <student>.ipynb files or <student>/ folders; a changed file is a resubmission, graded again;
 # EXCHANGE=1 collects from the nbgrader exchange; DEADLINE=2026-12-01T23:59 marks later submissions as late;
 # COPY_THRESHOLD=0.5: how alike a reference an answer must be to be flagged for you to look at;
-# MEMORY=2G: memory limit of each process running a submission, instead of nbgrader_config.py's).
+# MEMORY=2G: memory limit of each process running a submission, instead of nbgrader_config.py's;
+# REGRADE=1 grades every submission again, also those unchanged since they were graded or found ungradable).
 WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 class: $(STAMP)
-	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange) $(if $(MEMORY),--memory $(MEMORY)) $(if $(DEADLINE),--deadline $(DEADLINE)) $(if $(COPY_THRESHOLD),--copy-threshold $(COPY_THRESHOLD))
+	$(PY) -m course_lib class $(LESSON) --workers $(WORKERS) $(if $(FROM),--from "$(FROM)") $(if $(EXCHANGE),--exchange) $(if $(MEMORY),--memory $(MEMORY)) $(if $(DEADLINE),--deadline $(DEADLINE)) $(if $(COPY_THRESHOLD),--copy-threshold $(COPY_THRESHOLD)) $(if $(REGRADE),--regrade)
 
 # Each student's feedback for a lesson, one folder per student, to hand back:  make feedback LESSON=04_attention DEST=out
 feedback: $(STAMP)

@@ -1,7 +1,7 @@
 """Command line: `python -m course_lib {release,check,grade,class,feedback,handout,nbgrader} ...`.
 
-release, check: course_lib.workflow.course; grade: .selfgrade; class: .classroom; feedback and nbgrader (nbgrader's
-commands in the course root, with the ones that would do harm there refused and explained): .instructor;
+release, check: course_lib.workflow.course; grade: .selfgrade; class: .class_command; feedback and nbgrader
+(nbgrader's commands in the course root, with the ones that would do harm there refused and explained): .instructor;
 handout: .handout.
 """
 
@@ -32,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     p_class.add_argument("--exchange", action="store_true", help="collect from the nbgrader exchange first")
     p_class.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel graders (default: cores)")
     p_class.add_argument("--timeout", type=int, help="per-cell time limit in seconds (default: nbgrader_config.py)")
-    p_class.add_argument("--regrade", action="store_true", help="grade again submissions already autograded")
+    p_class.add_argument(
+        "--regrade",
+        action="store_true",
+        help="grade every submission again (by default only new and changed ones, those never graded, and those "
+        "whose grading failed for a reason other than the file)",
+    )
     p_class.add_argument("--course", help="nbgrader course root (default: notebooks/)")
     p_class.add_argument(
         "--memory", help="memory limit of each process running a submission, e.g. 4G (default: nbgrader_config.py)"
@@ -117,27 +122,41 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _grade_class(args) -> int:
-    from course_lib.workflow.class_report import GRADES_FILE, REPORT_FILE
-    from course_lib.workflow.classroom import grade_class
+def class_settings(args):
+    """The class command's settings from its command line (`CourseError` naming what is wrong)."""
+    from course_lib.workflow.class_command import ClassSettings
     from course_lib.workflow.submissions import parse_deadline
 
-    course = Path(args.course) if args.course else None
-    folder = Path(args.folder) if args.folder else None
     try:
         deadline = parse_deadline(args.deadline) if args.deadline else None
     except ValueError as exc:
         raise CourseError(str(exc)) from None
-    threshold = args.copy_threshold
-    if not 0 < threshold <= 1:
-        raise CourseError(f"--copy-threshold: expected a number in (0, 1], got {threshold}")
-    results = grade_class(
-        args.lessons, course, folder, args.exchange, args.workers, args.timeout, args.regrade,
-        args.memory, args.contain_writes, deadline, threshold,
-    )  # fmt: skip
-    where = (course or course_root()).resolve()
+    return ClassSettings(
+        lessons=tuple(args.lessons),
+        course=Path(args.course) if args.course else course_root(),
+        inbox=Path(args.folder) if args.folder else None,
+        exchange=args.exchange,
+        workers=args.workers,
+        cell_timeout=args.timeout,
+        regrade=args.regrade,
+        memory=args.memory,
+        contain_writes=args.contain_writes,
+        deadline=deadline,
+        copy_threshold=args.copy_threshold,
+    )
+
+
+def _grade_class(args) -> int:
+    from course_lib.workflow.class_command import GRADES_FILE, REPORT_FILE, grade_class
+
+    settings = class_settings(args)
+    results = grade_class(settings)
+    where = settings.course
     for result in results:
-        print(f"{result.lesson}: {len(result.graded)} graded, {len(result.failed)} could not be graded")
+        line = f"{result.lesson}: {len(result.graded)} graded now, {len(result.failed)} could not be graded"
+        if result.not_retried:
+            line += f", {len(result.not_retried)} not tried again (unchanged since they could not be graded)"
+        print(line)
     print(f"grades: {where / GRADES_FILE}\nwhat the class got wrong: {where / REPORT_FILE}")
     print(f"feedback: {where / 'feedback'} (make feedback LESSON=<id> DEST=<folder>: one folder per student)")
     return 0

@@ -26,17 +26,18 @@ from nbgrader.preprocessors import (
     SaveCells,
 )
 
-from course_lib.workflow.nbgrader_ext import (
+from course_lib.workflow.nbgrader_plugins import (
     FORMGRADER_RELEASE,
+    FeedbackExporter,
     HideHiddenTestTracebacks,
     InlineImages,
     KeepGradingWhenKernelDies,
     RestoreAndFlag,
+    SaveAutoGradesInOneCommit,
     TrustedVerdicts,
     WrapLongLines,
     in_jupyter_server,
 )
-from course_lib.workflow.nbgrader_fast import FeedbackExporter, SaveAutoGradesInOneCommit
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 c = get_config()  # noqa: F821 (provided by nbgrader)
@@ -51,9 +52,9 @@ c.ClearHiddenTests.end_test_delimeter = "END HIDDEN TESTS"
 c.ClearOutput.enabled = True
 
 # Every generate_assignment — `make release`, the class command, formgrader's Generate button (which writes into
-# the committed release/ folder) — puts the repository's diagrams into the student version as data: URIs, so it
-# writes the student version the course ships: for an up-to-date lesson, the committed file byte for byte, never
-# one whose diagrams are broken links. nbgrader's own list, with InlineImages first.
+# formgrader_release/, below) — puts the repository's diagrams into the student version as data: URIs, so it writes
+# the student version the course ships: for an up-to-date lesson, the committed file byte for byte, never one whose
+# diagrams are broken links. nbgrader's own list, with InlineImages first.
 c.GenerateAssignment.preprocessors = [
     InlineImages,
     IncludeHeaderFooter,
@@ -121,7 +122,7 @@ c.Autograde.sanitize_preprocessors = [
 # outputs with the trusted result, before nbgrader scores them. KeepGradingWhenKernelDies is nbgrader's Execute
 # step: it runs nothing for a lesson (run_cells above); where it does run a kernel, one that dies ends the run, not
 # the grading. SaveAutoGradesInOneCommit is nbgrader's SaveAutoGrades with one commit per notebook instead of one
-# per cell (course_lib/workflow/nbgrader_fast.py): the same rows.
+# per cell (course_lib/workflow/nbgrader_plugins/save_grades.py): the same rows.
 c.Autograde.autograde_preprocessors = [
     KeepGradingWhenKernelDies,
     TrustedVerdicts,
@@ -137,7 +138,8 @@ c.Autograde.autograde_preprocessors = [
 # and a failing hidden test's traceback would quote its failing line, so that is cut to the message. Long
 # messages wrap at the page's edge.
 # The feedback pages are nbgrader's, from an exporter that converts each Markdown text of the lesson once per process
-# instead of once per student (course_lib/workflow/nbgrader_fast.py): the same pages, byte for byte.
+# instead of once per student (course_lib/workflow/nbgrader_plugins/feedback_exporter.py): the same pages, byte for
+# byte.
 c.GenerateFeedback.exporter_class = FeedbackExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,

@@ -27,10 +27,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.workflow.class_report import GRADES_FILE
-from course_lib.workflow.classroom import add_to_gradebook, grade_class
+from course_lib.workflow.class_command import GRADES_FILE, ClassSettings, grade_class
+from course_lib.workflow.class_command.steps import add_to_gradebook
 from course_lib.workflow.course import run_nbgrader
-from course_lib.workflow.nbgrader_ext import WRAP_CSS
+from course_lib.workflow.nbgrader_plugins import WRAP_CSS
 from tests.nbtools import (
     ROOT,
     answer_names,
@@ -145,9 +145,10 @@ def graded(tmp_path_factory):
         patch.setenv("COURSE_CALL_TIMEOUT", SANDBOX_SECONDS)
         # Its submissions carry the instructor's solutions, pasted in: every one would be flagged as a copy (that is
         # tested in tests/test_term.py and tests/test_similarity.py); here the report's other lines are.
-        results = grade_class(
-            [LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, memory=MEMORY, copy_threshold=None
+        settings = ClassSettings(
+            (LESSON,), course, inbox, cell_timeout=CELL_TIMEOUT, memory=MEMORY, copy_threshold=None
         )
+        results = grade_class(settings)
     return course, results, release_before, kept_bytes
 
 
@@ -208,13 +209,16 @@ def test_a_replaced_submission_is_kept_in_the_history(graded):
 def test_every_submission_gets_one_outcome(graded):
     course, results, _, _ = graded
     (result,) = results
-    assert set(result.failed) == {"malformed", "empty", "wrong_lesson", "no_metadata"}, result.failed
-    assert "JSON" in result.failed["malformed"]
+    assert set(result.failed) == {"malformed", "empty", "wrong_lesson"}, result.failed
+    assert result.failed["malformed"].startswith("the file is not a notebook: it is not valid JSON")
+    assert result.failed["empty"] == "the file is empty"
     assert "another lesson" in result.failed["wrong_lesson"]
-    assert "re-created by copy and paste" in result.failed["no_metadata"]
     for why in result.failed.values():
         assert "\n" not in why and why
-    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "old_format", *KILLERS}
+    # Every cell's metadata stripped: each answer is the one cell that defines its exercise's names, and the test
+    # cells, deleted as far as nbgrader can tell, are restored and flagged (tests/test_repair.py for each kind).
+    assert len(result.outcomes["no_metadata"].repairs) == len(_maxima())
+    graded_now = {"full", "one_wrong", "renamed", "blank", "kept", "old_format", "no_metadata", *KILLERS}
     graded_now |= {"memory_bomb", "call_bomb", "printer", "x_gradebook", "x_neighbour"}
     assert set(result.graded) == graded_now
     report = (course / "class_report.md").read_text(encoding="utf-8")
@@ -240,7 +244,7 @@ def test_scores_in_grades_csv(graded):
         for student in [*KILLERS, "memory_bomb"]:  # the first answer cell ended its kernel or ran out of memory
             assert float(grades[student][column]) == (0 if exercise == first else most), (student, exercise)
         assert float(grades["call_bomb"][column]) == (0 if exercise == second else most)
-        for student in ("printer", "x_gradebook", "x_neighbour"):
+        for student in ("printer", "x_gradebook", "x_neighbour", "no_metadata"):
             assert float(grades[student][column]) == most, (student, exercise)
     assert grades["full"][LESSON] == f"{sum(maxima.values()):g}" and grades["full"][f"{LESSON} flagged"] == ""
 
@@ -253,7 +257,7 @@ def test_report_names_what_the_class_got_wrong(graded):
     assert words in row
     lost, graded_count = (int(n) for n in row.split("|")[2].split(" of "))
     assert lost == 4  # one_wrong, renamed, blank, kept (the killers lost another exercise; the failed not counted)
-    assert graded_count == 14  # the 18 submissions less the 4 that could not be graded
+    assert graded_count == 15  # the 18 submissions less the 3 that could not be graded
 
 
 def test_feedback_wraps_and_hides_hidden_tests(graded):
@@ -269,12 +273,13 @@ def test_feedback_wraps_and_hides_hidden_tests(graded):
 
 def test_feedback_in_two_processes_is_what_one_nbgrader_process_writes(graded, tmp_path):
     """The class command wrote the feedback in two processes, each with the course's exporter (it remembers the
-    lesson's HTML from one student to the next); one nbgrader process with nbconvert's own exporter writes the same
-    pages, byte for byte, the hostile submissions' included."""
+    lesson's HTML from one student to the next); one nbgrader process with the exporter it builds on (formulas
+    as MathML, no memory) writes the same pages, byte for byte, the hostile submissions' included."""
     course, results, _, _ = graded
     one = tmp_path / "feedback"
     args = ["generate_feedback", LESSON, "--force", f"--CourseDirectory.feedback_directory={one}"]
-    done = run_nbgrader([*args, "--GenerateFeedback.exporter_class=nbconvert.exporters.HTMLExporter"], course)
+    exporter = "--GenerateFeedback.exporter_class=course_lib.workflow.nbgrader_plugins.OfflineMathExporter"
+    done = run_nbgrader([*args, exporter], course)
     assert done.returncode == 0, done.stderr[-3000:]
     ours = _digest(course / "feedback")
     assert len([page for page in ours if page.endswith(".html")]) == len(results[0].graded) >= 10
@@ -363,9 +368,10 @@ def uncontained(tmp_path_factory):
     nbformat.write(_with_cells(full, [attack]), inbox / "y_attacker.ipynb")
     with (course / "nbgrader_config.py").open("a", encoding="utf-8") as config:  # every cell runs in a kernel
         config.write('\nc.KeepGradingWhenKernelDies.run_cells = "always"\n')
-    (result,) = grade_class(
-        [LESSON], course, inbox, workers=1, timeout=CELL_TIMEOUT, contain_writes=False, copy_threshold=None
+    settings = ClassSettings(
+        (LESSON,), course, inbox, workers=1, cell_timeout=CELL_TIMEOUT, contain_writes=False, copy_threshold=None
     )
+    (result,) = grade_class(settings)
     return course, result
 
 
@@ -384,14 +390,24 @@ def test_without_containment_damage_is_detected_flagged_and_said(uncontained):
 
 
 def test_a_later_run_grades_only_the_new_submission(graded, tmp_path):
-    """Runs last (it adds to the class): earlier submissions are neither graded again nor touched."""
+    """Runs last (it adds to the class): earlier submissions are neither graded again nor touched, their feedback is
+    not written again, files that could not be graded are not tried again while unchanged (and the report still
+    names them, with why), and the report's table still counts every graded student of the lesson."""
     course, (first,), _, _ = graded
     before = {p: p.stat().st_mtime_ns for p in (course / "autograded").rglob("*.ipynb")}
+    pages = {p: p.stat().st_mtime_ns for p in (course / "feedback").rglob("*.html")}
     inbox = tmp_path / "late"
     inbox.mkdir()
     nbformat.write(solved(LESSON), inbox / "late.ipynb")
-    (result,) = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, copy_threshold=None)
-    assert result.graded == ["late"]
-    assert set(result.failed) == set(first.failed)  # no graded notebook yet: tried again, and failing again
+    (result,) = grade_class(ClassSettings((LESSON,), course, inbox, cell_timeout=CELL_TIMEOUT, copy_threshold=None))
+    assert result.graded == ["late"] and result.failed == {}
+    assert result.not_retried == first.failed  # unchanged, and failing for what the file is: not tried again
     assert {p: p.stat().st_mtime_ns for p in before} == before
+    assert {p: p.stat().st_mtime_ns for p in pages} == pages  # only the new student's page is written
+    assert (course / "feedback" / "late" / LESSON / f"{LESSON}.html").is_file()
     assert _grades(course)["late"][LESSON] == f"{sum(_maxima().values()):g}"
+    report = (course / "class_report.md").read_text(encoding="utf-8")
+    for student, why in first.failed.items():
+        assert f"- **{student}**: could not be graded: {why} (in an earlier run; not tried again until" in report
+    name, _, _ = ONE_WRONG[LESSON]
+    assert f"| `{name}` | 4 of 16 |" in report  # the 15 graded before and the one graded now

@@ -13,13 +13,18 @@ import sys
 import nbformat
 import pytest
 
-from course_lib.workflow import classroom
-from course_lib.workflow.class_report import exercise_of, first_sentence, remarks, write_report
-from course_lib.workflow.classroom import ClassResult, _limit_options, _reason, collect_folder, kernel_threads
+from course_lib.workflow.class_command import ClassSettings
+from course_lib.workflow.class_command.report import first_sentence, remarks, write_report
+from course_lib.workflow.class_command.steps import ClassResult, collect_folder, plan
 from course_lib.workflow.course import CourseError
 from course_lib.workflow.kernels import CUT_MARKER, ConfinedKernelManager
-from course_lib.workflow.nbgrader_ext import FLAG_MARKER, KeepGradingWhenKernelDies
+from course_lib.workflow.nbgrader_plugins import FLAG_MARKER, KeepGradingWhenKernelDies
+from course_lib.workflow.nbgrader_runs import feedback
+from course_lib.workflow.nbgrader_runs.pool import Pool, kernel_threads
+from course_lib.workflow.nbgrader_runs.records import Outcome, exercise_of, write_record
+from course_lib.workflow.nbgrader_runs.worker import plain_reason
 from course_lib.workflow.startup import KERNEL_ARGUMENTS, SLOW_OPTIONAL_IMPORTS
+from course_lib.workflow.submissions import RECORDS, Collected, fingerprint
 from tests import classbook
 from tests.nbtools import ROOT, execute, release_path
 from tests.test_course import _Config
@@ -46,7 +51,7 @@ def test_without_the_skip_the_import_happens():  # so the test above could fail
 
 
 def test_nbgrader_commands_that_never_grade_do_not_load_torch():
-    assert _python("import sys, course_lib.workflow.nbgrader_ext\nprint('torch' in sys.modules)") == "False"
+    assert _python("import sys, course_lib.workflow.nbgrader_plugins\nprint('torch' in sys.modules)") == "False"
 
 
 def test_the_kernel_skips_the_import_and_binds_no_name():
@@ -140,19 +145,24 @@ def test_a_changed_submission_is_collected_and_the_earlier_one_kept_in_the_histo
     assert older.copied == [] and "was received earlier" in older.notes[0]
 
 
-def test_reason_is_one_line_naming_the_cause():
-    trace = [
-        "Traceback (most recent call last):",
-        'File "x.py", line 1, in <module>',
-        "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)",
-        "During handling of the above exception, another exception occurred:",
-        "nbformat.reader.NotJSONError: Notebook does not appear to be JSON: ''",
-    ]
-    assert _reason(trace) == (
-        "JSONDecodeError: Expecting value: line 1 column 1 (char 0) "
-        "(then NotJSONError: Notebook does not appear to be JSON: '')"
+def test_why_nbgrader_could_not_grade_is_said_in_words():
+    """The exceptions nbgrader stops on, as the worker reports them: one line, and whether a later run with the same
+    file could do better."""
+    from nbgrader.nbgraderformat import SchemaTooNewError, SchemaTooOldError
+    from sqlalchemy.exc import OperationalError
+
+    assert plain_reason(SchemaTooNewError("schema 4", 4, 3)) == (
+        "its cells carry grading marks of a newer nbgrader than the one grading here, which it cannot read",
+        False,
     )
-    assert _reason([]) == "nbgrader could not process it"
+    assert plain_reason(SchemaTooOldError("x", 1, 3))[0].startswith("its cells carry grading marks in an old format")
+    locked = plain_reason(OperationalError("UPDATE", {}, Exception("database is locked")))
+    assert locked[1] and "the gradebook could not be written" in locked[0] and "database is locked" in locked[0]
+    wrong = ValueError("this submission has none of the graded cells of 00_welcome/00_welcome: it is ...")
+    assert plain_reason(wrong) == (str(wrong), False)
+    other, retry = plain_reason(RuntimeError("Inconsistent checksums for cell test_x\nmore"))
+    assert other == "nbgrader could not grade it (RuntimeError: Inconsistent checksums for cell test_x)" and not retry
+    assert plain_reason(SystemExit(1))[0].startswith("nbgrader stopped while grading it")
 
 
 def test_report_wording():
@@ -163,11 +173,25 @@ def test_report_wording():
     assert first_sentence("no full stop\nsecond line") == "no full stop"
 
 
-def test_limit_options_for_the_workers():
-    assert _limit_options(None, True) == []
-    assert _limit_options("2G", False) == ["--GradingLimits.memory=2G", "--GradingLimits.contain_writes=False"]
+def test_class_settings_are_checked_and_become_the_workers_options(tmp_path):
+    settings = ClassSettings(("00_welcome",), tmp_path)
+    assert settings.nbgrader_options() == [] and settings.workers == 2 and settings.course == tmp_path.resolve()
+    limited = ClassSettings(("00_welcome",), tmp_path, memory="2G", contain_writes=False, cell_timeout=30)
+    assert limited.nbgrader_options() == [
+        "--GradingLimits.memory=2G",
+        "--GradingLimits.contain_writes=False",
+        "--Execute.timeout=30",
+    ]
     with pytest.raises(CourseError, match="--memory: expected a size such as 4G"):
-        _limit_options("a lot", True)
+        ClassSettings(("00_welcome",), tmp_path, memory="a lot")
+    with pytest.raises(CourseError, match="'99_nothing' is not a lesson of this course"):
+        ClassSettings(("99_nothing",), tmp_path)
+    with pytest.raises(CourseError, match="--copy-threshold: expected a number in"):
+        ClassSettings(("00_welcome",), tmp_path, copy_threshold=1.5)
+    with pytest.raises(CourseError, match="--workers: expected 1 or more"):
+        ClassSettings(("00_welcome",), tmp_path, workers=0)
+    with pytest.raises(AttributeError):
+        settings.workers = 3  # frozen: one run's settings do not change under it
 
 
 def _cell(grade_id: str | None, *outputs):
@@ -242,32 +266,113 @@ class _Started:
 
 
 def test_feedback_gives_each_graded_student_to_exactly_one_process(tmp_path, monkeypatch):
-    """feedback_parallel starts one generate_feedback per worker; each leaves out the students of the others, so
-    each graded student's page is written by one process, and a class smaller than the workers starts fewer."""
+    """write_feedback starts one generate_feedback per worker for the students it is given; each leaves out every
+    other graded student, so each page asked for is written by one process, the others' pages are not written
+    again, and a class smaller than the workers starts fewer."""
     students = ["ann", "bob", "cy", "dee", "ed"]
     for student in students:
         (tmp_path / "autograded" / student / "L").mkdir(parents=True)
     (tmp_path / "autograded" / "zed" / "other_lesson").mkdir(parents=True)  # not graded in this lesson
-    monkeypatch.setattr(classroom.subprocess, "Popen", _Started)
-    for workers in (1, 2, 3, 8):
-        _Started.made = []
-        assert classroom.feedback_parallel(tmp_path, "L", workers) == []
-        assert len(_Started.made) == min(workers, len(students))
-        writes = []
-        for command in _Started.made:
-            assert command[command.index("generate_feedback") + 1 :][:2] == ["L", "--force"]
-            left_out = [a.split("=", 1)[1].split(",") for a in command if a.startswith("--CourseDirectory.student_id_")]
-            writes += [s for s in students if not left_out or s not in left_out[0]]
-        assert sorted(writes) == students
+    monkeypatch.setattr(feedback.subprocess, "Popen", _Started)
+    for chosen in (students, ["bob", "dee"]):
+        for workers in (1, 2, 3, 8):
+            _Started.made = []
+            assert feedback.write_feedback(tmp_path, "L", chosen, workers) == []
+            assert len(_Started.made) == min(workers, len(chosen))
+            writes = []
+            for command in _Started.made:
+                assert command[command.index("generate_feedback") + 1 :][:2] == ["L", "--force"]
+                option = [a for a in command if a.startswith("--CourseDirectory.student_id_exclude=")]
+                left_out = option[0].split("=", 1)[1].split(",") if option else []
+                writes += [s for s in students if s not in left_out]
+            assert sorted(writes) == chosen
+    _Started.made = []
+    assert feedback.write_feedback(tmp_path, "L", ["zed"], 2) == [] and _Started.made == []  # nobody graded: none
 
 
 def test_feedback_says_which_process_failed(tmp_path, monkeypatch):
     (tmp_path / "autograded" / "ann" / "L").mkdir(parents=True)
     (tmp_path / "autograded" / "bob" / "L").mkdir(parents=True)
-    monkeypatch.setattr(classroom.subprocess, "Popen", lambda command, **kw: _Started(command, code=1, **kw))
+    monkeypatch.setattr(feedback.subprocess, "Popen", lambda command, **kw: _Started(command, code=1, **kw))
     _Started.made = []
-    failed = classroom.feedback_parallel(tmp_path, "L", 2)
+    failed = feedback.write_feedback(tmp_path, "L", ["ann", "bob"], 2)
     assert failed == [
         "generate_feedback failed: [GenerateFeedback | ERROR] process 1 broke",
         "generate_feedback failed: [GenerateFeedback | ERROR] process 2 broke",
     ]
+
+
+def test_a_worker_that_crashes_or_hangs_costs_only_that_submission(tmp_path, monkeypatch):
+    """The pool of grading workers, with stand-in workers (tests/stand_in_worker.py) that die of a real segmentation
+    fault on one student and never finish another: those two are reported not graded, with why, to be tried again
+    on the next run, and every student after them in the same share is graded by a new worker in the same run."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT.parent))
+    stand_in = [sys.executable, "-m", "tests.stand_in_worker"]
+    pool = Pool(tmp_path, "L", workers=2, hang_after=2, command=stand_in, private_library=False)
+    students = ["a", "b", "crash", "c", "d", "e", "hang", "f", "g"]  # worker 1 gets a, crash, d, hang and g
+    outcomes = pool.grade(students)
+    assert list(outcomes) == students
+    assert {s for s, o in outcomes.items() if o.graded} == set(students) - {"crash", "hang"}
+    crash, hang = outcomes["crash"], outcomes["hang"]
+    assert not crash.graded and crash.retry
+    assert crash.reason.startswith("the grading process ended while grading it (signal SIGSEGV)")
+    assert not hang.graded and hang.retry
+    assert hang.reason.startswith("grading it took longer than 2 s, so its grading process was stopped")
+    # the students after each, in the same share, each graded by a new process
+    assert len({outcomes[s].pid for s in ("a", "d", "g")}) == 3
+    assert outcomes["b"].pid == outcomes["f"].pid  # the other share's worker never stopped
+
+
+def test_a_worker_that_cannot_start_says_why_for_each_of_its_students(tmp_path):
+    pool = Pool(tmp_path, "L", workers=1, command=[sys.executable, "-c", "raise SystemExit('no gradebook here')"])
+    outcomes = pool.grade(["a", "b"])
+    for outcome in outcomes.values():
+        assert not outcome.graded and outcome.retry
+        assert outcome.reason == "the grading process stopped before grading it (exit code 1: no gradebook here)"
+
+
+def test_a_run_grades_the_new_the_changed_and_what_failed_for_a_reason_other_than_the_file(tmp_path):
+    """Who the class command grades (`steps.plan`), from the files in submitted/, the graded notebooks and the
+    records of earlier runs; and what the console says about it, in one line."""
+    course = tmp_path
+    records = course / RECORDS / "L"
+
+    def submit(student: str, text: str, graded: bool = False, outcome: dict | None = None) -> None:
+        path = course / "submitted" / student / "L" / "L.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(_notebook(text), path)
+        if graded:
+            (course / "autograded" / student / "L").mkdir(parents=True, exist_ok=True)
+            (course / "autograded" / student / "L" / "L.ipynb").write_text("{}", encoding="utf-8")
+        if outcome is not None:
+            said = fingerprint(path) if outcome.pop("same", True) else "0" * 16
+            write_record(records, Outcome(student, "L", fingerprint=said, **outcome))
+
+    submit("ann", "new")
+    submit("bob", "resubmitted")
+    submit("cy", "graded before", graded=True, outcome={"graded": True})
+    submit("dee", "graded before the records were kept", graded=True)
+    submit("ed", "edited in submitted/ by hand", graded=True, outcome={"graded": True, "same": False})
+    submit("flo", "its worker died", outcome={"graded": False, "reason": "the process ended", "retry": True})
+    submit("gus", "not a notebook", outcome={"graded": False, "reason": "the file is empty"})
+    submit("hal", "never graded")
+    submit("ivy", "graded notebook deleted", outcome={"graded": True})
+    collected = Collected(new=["ann"], unchanged=["cy", "dee", "ed", "flo", "gus", "hal", "ivy"])
+    collected.resubmitted["bob"] = None  # what the history kept is not needed to plan
+    decided = plan(course, "L", collected)
+    assert decided.to_grade == {
+        "ann": "new",
+        "bob": "resubmitted",
+        "ed": "changed in submitted/",
+        "flo": "tried again: the process ended",
+        "hal": "never graded",
+        "ivy": "graded notebook missing",
+    }
+    assert decided.kept == ["cy", "dee"] and list(decided.not_retried) == ["gus"]
+    assert decided.said() == (
+        "grading 6 (1 new, 1 resubmitted, 1 changed in submitted/, 1 tried again, 1 never graded, 1 graded notebook "
+        "missing); 2 graded before and unchanged, left as they are; 1 could not be graded before and is unchanged, "
+        "not tried again (gus; the report says why; --regrade tries every submission again)"
+    )
+    everyone = plan(course, "L", collected, regrade=True)
+    assert len(everyone.to_grade) == 9 and not everyone.kept and not everyone.not_retried

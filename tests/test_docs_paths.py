@@ -22,7 +22,7 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 # made at run time (git-ignored): by grading a class, by downloads
 _MADE_LATER = {"notebooks/gradebook.db", "notebooks/grades.csv", "notebooks/class_report.md", "data/cache"}
 _MADE_LATER |= {"notebooks/class_grades.csv", "notebooks/history", "notebooks/history/history.csv"}
-_MADE_LATER |= {"notebooks/formgrader_release"}
+_MADE_LATER |= {"notebooks/formgrader_release", "notebooks/class_records"}
 
 
 def named_paths(text: str) -> list[str]:

@@ -85,6 +85,18 @@ def _grader_outside_the_kit(module: str) -> bool:
     return _within(module, "course_lib.grading") and not _within(module, "course_lib.grading.kit")
 
 
+# The rooms of class grading inside workflow, from the top: each imports only the rooms after it.
+CLASS_ROOMS = ("class_command", "nbgrader_runs", "nbgrader_plugins", "submissions")
+
+
+def _class_room(module: str) -> int | None:
+    """Where `module` stands among `CLASS_ROOMS` (0: the top), None outside them."""
+    for rank, room in enumerate(CLASS_ROOMS):
+        if _within(module, f"course_lib.workflow.{room}"):
+            return rank
+    return None
+
+
 # rule -> (which modules it binds, what they may not import)
 RULES = {
     "teaching modules import neither grading nor workflow": (_teaching, _machinery),
@@ -101,6 +113,12 @@ RULES = {
         lambda t: t == "course_lib.grading.kit.remote",
     ),
 }
+# Class grading's rooms: a rule per room, its module against every room above it.
+for _rank, _room in enumerate(CLASS_ROOMS[1:], 1):
+    RULES[f"workflow.{_room} imports no room above it ({', '.join(CLASS_ROOMS[:_rank])})"] = (
+        lambda m, rank=_rank: _class_room(m) == rank,
+        lambda t, rank=_rank: _class_room(t) is not None and _class_room(t) < rank,
+    )
 
 
 def _broken(graph: dict[str, set[str]], rule: str) -> dict[str, set[str]]:
@@ -162,6 +180,12 @@ BREAKS = {
         "course_lib.grading.position",
     ),
 }
+for _rank, _room in enumerate(CLASS_ROOMS[1:], 1):  # each room importing the one right above it
+    _culprit = f"course_lib.workflow.{_room}.x"
+    BREAKS[f"workflow.{_room} imports no room above it ({', '.join(CLASS_ROOMS[:_rank])})"] = (
+        {_culprit: {f"course_lib.workflow.{CLASS_ROOMS[_rank - 1]}.y"}, "course_lib.workflow.class_command.z": set()},
+        _culprit,
+    )
 
 
 @pytest.mark.parametrize("rule", RULES)

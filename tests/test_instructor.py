@@ -16,10 +16,10 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import instructor, nbgrader_ext
-from course_lib.workflow.class_report import GRADES_FILE, write_grades
+from course_lib.workflow import instructor
+from course_lib.workflow.class_command.report import GRADES_FILE, write_grades
 from course_lib.workflow.course import CourseError, release, run_nbgrader, visible_only_source
-from course_lib.workflow.nbgrader_ext import strip_hidden_tests
+from course_lib.workflow.nbgrader_plugins import RestoreAndFlag, common, strip_hidden_tests
 from tests import classbook
 from tests.nbtools import ROOT, grade_id, read, release_path, source_path
 
@@ -138,7 +138,7 @@ def test_the_instructors_own_source_is_not_taken_for_tampering(tmp_path, monkeyp
     shutil.copytree(ROOT / "source" / LESSON, course / "source" / LESSON)
     made = run_nbgrader(["generate_assignment", LESSON, "--force"], course)
     assert made.returncode == 0, made.stderr
-    monkeypatch.setattr(nbgrader_ext, "_trusted", lambda: type("NoFork", (), {"available": staticmethod(bool)}))
+    monkeypatch.setattr(common, "trusted_module", lambda: type("NoFork", (), {"available": staticmethod(bool)}))
     db = f"sqlite:///{course / 'gradebook.db'}"
 
     def flagged(student: str, nb) -> tuple[bool, str]:
@@ -146,7 +146,7 @@ def test_the_instructors_own_source_is_not_taken_for_tampering(tmp_path, monkeyp
             gb.update_or_create_student(student)
             gb.add_submission(LESSON, student)
         info = {"db_url": db, "notebook": LESSON, "assignment": LESSON, "student": student}
-        out, _ = nbgrader_ext.RestoreAndFlag().preprocess(nb, {"nbgrader": info})
+        out, _ = RestoreAndFlag().preprocess(nb, {"nbgrader": info})
         with Gradebook(db) as gb:
             return gb.find_submission_notebook(LESSON, LESSON, student).flagged, out.cells[0].source
 

@@ -28,7 +28,7 @@ from course_lib.workflow.kernels import (
     WatchfulKernelClient,
     WatchfulKernelManager,
 )
-from course_lib.workflow.nbgrader_ext import KeepGradingWhenKernelDies
+from course_lib.workflow.nbgrader_plugins import KeepGradingWhenKernelDies
 from course_lib.workflow.startup import KERNEL_ARGUMENTS
 
 

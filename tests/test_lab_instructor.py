@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.workflow.nbgrader_ext import FORMGRADER_RELEASE
+from course_lib.workflow.nbgrader_plugins import FORMGRADER_RELEASE
 from tests.nbtools import ROOT, course_copy
 from tests.test_lab_rendering import CHROMIUM, _browser, jupyter_lab
 

@@ -1,5 +1,6 @@
-"""The course's nbgrader steps and settings one at a time, without an nbgrader run (course_lib/workflow/nbgrader_ext.py,
-notebooks/nbgrader_config.py). Whole runs: tests/test_nbgrader_roundtrip.py and tests/test_class_command.py.
+"""The course's nbgrader steps and settings one at a time, without an nbgrader run
+(course_lib/workflow/nbgrader_plugins/, notebooks/nbgrader_config.py). Whole runs: tests/test_nbgrader_roundtrip.py
+and tests/test_class_command.py.
 """
 
 from __future__ import annotations
@@ -12,14 +13,14 @@ import pytest
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import Execute
 
-from course_lib.workflow import nbgrader_ext
-from course_lib.workflow.nbgrader_ext import (
+from course_lib.workflow.nbgrader_plugins import (
     FORMGRADER_RELEASE,
-    KERNEL_RAN,
     InlineImages,
     KeepGradingWhenKernelDies,
     TrustedVerdicts,
+    common,
 )
+from course_lib.workflow.nbgrader_plugins.common import KERNEL_RAN
 from course_lib.workflow.trusted import CourseFiles, Grading, TrustedGrader
 from tests.nbtools import ROOT, grade_id, read, solved, source_path, with_answer
 from tests.test_course import _Config
@@ -120,7 +121,7 @@ def _submission(tmp_path):
 def grader(tmp_path, monkeypatch):
     """The process's grader, remembering a folder of its own instead of the course's files."""
     made = TrustedGrader(files=CourseFiles(tmp_path / "nothing"))
-    monkeypatch.setattr(nbgrader_ext, "trusted_grader", lambda: made)
+    monkeypatch.setattr(common, "trusted_grader", lambda: made)
     return made
 
 

@@ -1,18 +1,22 @@
-"""The two nbgrader steps that do less work for the same result (course_lib/workflow/nbgrader_fast.py), each against
-nbgrader's or nbconvert's own step on the same input. Whole runs: tests/test_class_command.py compares a class's
-feedback, written in two processes with `FeedbackExporter`, with one nbgrader process using nbconvert's exporter.
+"""The two nbgrader steps that do less work for the same result (course_lib/workflow/nbgrader_plugins/save_grades.py
+and feedback_exporter.py), each against nbgrader's or nbconvert's own step on the same input. Whole runs:
+tests/test_class_command.py compares a class's feedback, written in two processes with `FeedbackExporter`, with one
+nbgrader process using nbconvert's exporter.
 """
 
 from __future__ import annotations
 
 import copy
+import html
 import os
+import re
 import runpy
 import sys
 from pathlib import Path
 
 import pytest
 from nbconvert.exporters import HTMLExporter
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbformat.v4 import new_output
 from nbgrader.api import Gradebook
 from nbgrader.converters import GenerateFeedback
@@ -21,7 +25,7 @@ from nbgrader.preprocessors import SaveAutoGrades
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
-from course_lib.workflow.nbgrader_fast import FeedbackExporter, SaveAutoGradesInOneCommit
+from course_lib.workflow.nbgrader_plugins import FeedbackExporter, OfflineMathExporter, SaveAutoGradesInOneCommit
 from tests.nbtools import ROOT, answer_names, grade_id, read, release_path, solved, with_answer
 from tests.test_course import _Config
 from tests.test_nbgrader_roundtrip import ONE_WRONG
@@ -149,9 +153,9 @@ def notebooks():
     return full, other
 
 
-def test_feedback_pages_are_nbconverts_byte_for_byte(notebooks):
+def test_feedback_pages_are_the_exporters_without_memory_byte_for_byte(notebooks):
     full, other = notebooks
-    theirs = _pages(HTMLExporter, [full, other, full])
+    theirs = _pages(OfflineMathExporter, [full, other, full])
     ours = _pages(FeedbackExporter, [full, other, full])
     assert ours == theirs
     assert "A student" in theirs[1] and "A student" not in theirs[0]
@@ -161,13 +165,13 @@ def test_feedback_pages_are_nbconverts_byte_for_byte(notebooks):
 def test_feedback_converts_a_lesson_text_once_per_process(notebooks, monkeypatch):
     full, other = notebooks
     converted = []
-    original = HTMLExporter.markdown2html
+    original = OfflineMathExporter.markdown2html
 
     def counted(self, context, source):
         converted.append(source)
         return original(self, context, source)
 
-    monkeypatch.setattr(HTMLExporter, "markdown2html", counted)
+    monkeypatch.setattr(OfflineMathExporter, "markdown2html", counted)
     _pages(FeedbackExporter, [full])
     first = len(converted)
     assert first >= sum(c.cell_type == "markdown" for c in full.cells)
@@ -177,3 +181,48 @@ def test_feedback_converts_a_lesson_text_once_per_process(notebooks, monkeypatch
     _pages(FeedbackExporter, [full, other])
     assert "A student's own note: **bold** and `code`." in converted[first:]  # a changed text is converted
     assert len(converted) < 2 * first
+
+
+# ------------------------------------------------------------------------------------------------------------
+# OfflineMathExporter
+
+
+def _formulas(nb) -> list[tuple[str, bool]]:
+    """The TeX of every formula in `nb`'s Markdown, and whether it is displayed apart, as nbconvert's own Markdown
+    parser hands it to MathJax."""
+    found: list[tuple[str, bool]] = []
+
+    class Recording(IPythonRenderer):
+        def inline_math(self, body):
+            found.append((body, False))
+            return super().inline_math(body)
+
+        def block_math(self, body):
+            found.append((body, True))
+            return super().block_math(body)
+
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            MarkdownWithMath(renderer=Recording(escape=False)).render(cell.source)
+    return found
+
+
+def test_formulas_are_written_as_mathml_and_no_mathjax_is_loaded():
+    """Lesson 04's feedback page: nbconvert's page loads MathJax from a CDN and leaves each formula's TeX for it;
+    ours has each formula as MathML (its TeX kept as alttext), no MathJax, and otherwise nbconvert's page."""
+    nb = _feedback_ready(solved("04_attention"))
+    (theirs,) = _pages(HTMLExporter, [nb])
+    (ours,) = _pages(OfflineMathExporter, [nb])
+    formulas = _formulas(nb)
+    assert len(formulas) >= 10
+    assert "cdnjs.cloudflare.com/ajax/libs/mathjax" in theirs and "MathJax" in theirs
+    assert "ajax/libs/mathjax" not in ours and "MathJax" not in ours
+    alttexts = [html.unescape(t) for t in re.findall(r'<math alttext="([^"]*)"', ours)]
+    assert alttexts == [tex.strip() for tex, _ in formulas]
+    assert '<code class="tex">' not in ours  # every formula of the lesson could be read
+    # the same page otherwise: each formula where nbconvert left its TeX, and no MathJax in the head
+    for tex, block in formulas:
+        marks = "$$" if block else "$"
+        theirs = theirs.replace(f"{marks}{html.escape(tex, quote=False)}{marks}", "FORMULA", 1)
+    theirs = re.sub(r"[ \t]*<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->\n?", "", theirs, flags=re.S)
+    assert re.sub(r"<math .*?</math>", "FORMULA", ours, flags=re.S) == theirs

@@ -32,7 +32,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.grading.kit import confine
 from course_lib.workflow.course import run_nbgrader
-from course_lib.workflow.nbgrader_ext import FLAG_MARKER
+from course_lib.workflow.nbgrader_plugins import FLAG_MARKER
 from course_lib.workflow.selfgrade import grade_notebook
 from tests.nbtools import (
     LESSONS,

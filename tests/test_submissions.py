@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.workflow.classroom import collect_exchange
+from course_lib.workflow.class_command.steps import collect_exchange
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.submissions import fingerprint, late_by, parse_deadline, received_at
 from tests.nbtools import ROOT, read, release_path, solved

@@ -24,8 +24,7 @@ from nbgrader.api import Gradebook
 
 from course_lib.__main__ import main
 from course_lib.workflow import instructor
-from course_lib.workflow.class_report import GRADES_FILE, REPORT_FILE
-from course_lib.workflow.classroom import grade_class
+from course_lib.workflow.class_command import GRADES_FILE, REPORT_FILE, ClassSettings, grade_class
 from tests.nbtools import (
     course_copy,
     grade_id,
@@ -74,7 +73,7 @@ def term(tmp_path_factory):
     console = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(console):
         patch.setenv("COURSE_CALL_TIMEOUT", "120")
-        first = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT, deadline=DEADLINE)
+        first = grade_class(ClassSettings((LESSON,), course, inbox, cell_timeout=CELL_TIMEOUT, deadline=DEADLINE))
         after_first = {
             "grades": _grades(course),
             "report": (course / REPORT_FILE).read_text(encoding="utf-8"),
@@ -83,7 +82,7 @@ def term(tmp_path_factory):
         # alice fixes her answer and sends the notebook again, before the deadline
         _submit(inbox, "alice", solved(LESSON), DEADLINE - timedelta(hours=3))
         said = len(console.getvalue())
-        second = grade_class([LESSON], course, inbox, workers=2, timeout=CELL_TIMEOUT)
+        second = grade_class(ClassSettings((LESSON,), course, inbox, cell_timeout=CELL_TIMEOUT))
     after_first["console"] = console.getvalue()[said:]
     return course, inbox, first, second, after_first
 
@@ -111,7 +110,9 @@ def test_first_round_grades_marks_late_and_trusts_the_instructors_source(term):
 
 def test_a_resubmission_is_regraded_and_the_earlier_one_kept(term):
     course, _, _, (second,), after = term
-    assert f"{LESSON}: collected 0 new, 1 resubmitted (alice), 2 unchanged (not graded again)" in after["console"]
+    assert f"{LESSON}: collected 0 new, 1 resubmitted (alice), 2 unchanged\n" in after["console"]
+    said = f"{LESSON}: grading 1 (1 resubmitted); 2 graded before and unchanged, left as they are\n"
+    assert said in after["console"]
     assert f"alice: resubmitted, regraded {FULL - 3}/{FULL} → {FULL}/{FULL}" in after["console"]
     assert second.graded == ["alice"]  # bob's and carol's unchanged files are not graded again
     assert second.collected.unchanged == ["bob", "carol"] and list(second.collected.resubmitted) == ["alice"]
@@ -140,7 +141,9 @@ def test_a_resubmission_is_regraded_and_the_earlier_one_kept(term):
         assert submission.score == FULL
         assert submission.timestamp == (DEADLINE - timedelta(hours=3)).replace(tzinfo=None)
         assert len([s for s in gb.find_assignment(LESSON).submissions if s.student.id == "alice"]) == 1
-    assert "Resubmitted and graded again now" in (course / REPORT_FILE).read_text(encoding="utf-8")
+    report = (course / REPORT_FILE).read_text(encoding="utf-8")
+    assert "Resubmitted and graded again now" in report
+    assert f"| `{name}` | 0 of 3 |" in report  # every graded student is counted, not only the one graded now
 
 
 def test_export_leaves_the_class_grades_alone_and_feedback_reaches_each_student(term, tmp_path):

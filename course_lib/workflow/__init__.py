@@ -2,11 +2,16 @@
 
 - `course`: regenerates the student versions (`make release`) and checks that they are fresh.
 - `selfgrade`: grades one notebook with nbgrader in a throw-away course (`make grade`, the last cell of a lesson).
-- `nbgrader_ext`: the preprocessors `notebooks/nbgrader_config.py` plugs into nbgrader.
-- `classroom`, `class_report`: grade a class (`python -m course_lib class`): collect, autograde in parallel
-  workers, feedback, `class_grades.csv` and the "what the class got wrong" report; `submissions`: what is new,
-  resubmitted (graded again, the earlier one kept in `history/`) or late; `similarity`: answers that read like
-  the course's code with other names, flagged for the instructor.
+- Grading a class, in four rooms, each importing only the ones after it:
+  - `class_command`: the instructor's class command (`python -m course_lib class`, `make class`): its settings,
+    its steps from collecting to feedback, `class_grades.csv` and the "what the class got wrong" report;
+  - `nbgrader_runs`: the processes that run nbgrader for it: workers that grade one submission at a time and
+    report each as a record, the pool that replaces a worker that dies or hangs, the feedback processes;
+  - `nbgrader_plugins`: what runs inside nbgrader, plugged in by `notebooks/nbgrader_config.py`, one per file;
+  - `submissions`: what students send: each file read however it was saved and its clear damage repaired in a
+    copy, and the class's files collected (new, unchanged, resubmitted with the earlier one kept in `history/`,
+    late).
+  `similarity`: answers that read like the course's code with other names, flagged for the instructor.
 - `instructor`: `make nbgrader` with the commands that would do harm in the course folder refused and explained,
   and `make feedback` (each student's feedback in a folder of their own); `handout`: what students get
   (`make handout`), without instructor sources or hidden tests.

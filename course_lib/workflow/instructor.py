@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course_lib.workflow.class_report import GRADES_FILE
+from course_lib.workflow.class_command.report import GRADES_FILE
 from course_lib.workflow.course import CourseError, course_root
 
 __all__ = ["distribute_feedback", "main", "refusal"]

@@ -1,5 +1,5 @@
 """How a submission's kernel runs while it is graded (docs/ARCHITECTURE.md, Trusted grading): confined, its outputs
-capped, its damage looked for. By default a lesson's submission runs in no kernel at all (`nbgrader_ext`,
+capped, its damage looked for. By default a lesson's submission runs in no kernel at all (`nbgrader_plugins`,
 `KeepGradingWhenKernelDies.run_cells`): what follows is for `run_cells = "always"` and for notebooks that are not
 lessons of the course.
 

@@ -31,7 +31,7 @@ from course_lib.workflow.course import (
     run_nbgrader,
 )
 from course_lib.workflow.course import lesson_ids as _lesson_ids
-from course_lib.workflow.nbgrader_ext import FLAG_MARKER
+from course_lib.workflow.nbgrader_plugins import FLAG_MARKER
 
 __all__ = ["ExerciseResult", "GradeReport", "grade_notebook", "identify_lesson"]
 

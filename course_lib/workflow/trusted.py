@@ -1,10 +1,10 @@
 """Verdicts a learner's code cannot touch: the grader's side of grading a notebook (docs/ARCHITECTURE.md,
 Trusted grading).
 
-Everything in a learner's kernel — the checks included — is within reach of the learner's code, so a test cell's
-result there decides nothing (and by default nbgrader runs no kernel at all for a lesson: `nbgrader_ext`).
-`TrustedGrader.grade` takes each exercise's answer cell from the submitted notebook and, for each exercise
-separately:
+Everything in a learner's kernel — the checks included — is within reach of the learner's code, so test-cell
+results reached in a kernel decide nothing. When nbgrader grades a notebook (by default without running it in any
+kernel; with `run_cells = "always"` after a kernel ran it), `TrustedGrader.grade` takes each exercise's answer cell
+from the notebook and, for each exercise separately:
 
 1. reads the answer's source (never runs it) for the few names no graded answer may use (`guard.refusals`): such
    an answer scores 0 for that exercise, with the message the visible check in the notebook gives for the same

@@ -1,5 +1,6 @@
-"""A generated class graded twice in the same run: stock `nbgrader autograde`, one process, against the course's class
-command (a script that prints figures, not a test).
+"""A generated class graded in the same run by stock `nbgrader autograde`, one process, and by the course's class
+command, and the same class with 10% of its notebooks damaged by the class command (a script that prints figures, not
+a test).
 
     .venv/bin/python -m tests.benchmarks.bench_class                        # 100 per lesson, lessons 01 and 04
     .venv/bin/python -m tests.benchmarks.bench_class --students 20 --lessons 04_attention
@@ -8,16 +9,20 @@ command (a script that prints figures, not a test).
 
 For each lesson (01 and 04 by default) it writes N submissions: of every 10, 6 reference answers, 2 with the
 lesson's known mistake (`ONE_WRONG` of the round-trip tests), 1 untouched student version and 1 hostile (the
-known mistake plus code that rewrites the grader on disk and patches it in the kernel). Then, on two copies of the
+known mistake plus code that rewrites the grader on disk and patches it in the kernel). The damaged class is the
+same with one reference submission of every 10 damaged (tests/damaged.py, one kind after another: saved by another
+editor, an answer cell pasted twice or split, its marks stripped, cells deleted, ...). Then, on copies of the
 course, each importing its own copy of `course_lib`:
 - stock: `python -m nbgrader autograde LESSON` in one process with nbgrader's own preprocessors (a configuration
   that names the course and nothing else): every cell of every submission runs in a kernel, test cells included,
   as nbgrader does out of the box. This is the speed of nbgrader itself, not a safe way to grade: there the hostile
   student's rewrite of the grader does reach the later students' kernels (their checks then pass at once, which
   only makes the stock figure faster);
-- course: `course_lib.workflow.classroom.autograde_parallel` with `--workers` processes (the autograde step of
-  `python -m course_lib class`) and the course's `notebooks/nbgrader_config.py`, then the class command's feedback
-  step, `feedback_parallel`, with as many processes;
+- course: the class command's autograde step (`nbgrader_runs.pool.Pool`, `--workers` processes, each grading its
+  share one submission at a time) with the course's `notebooks/nbgrader_config.py`, then its feedback step
+  (`nbgrader_runs.feedback.write_feedback`) with as many processes (`class_steps.py`);
+- damaged: the same two steps on the damaged class, right after the course's: the cost of reading and repairing
+  damaged notebooks, as the ratio of the two under the same load;
 - with `--baseline REV`, the same two steps of the class command as they were at git revision REV (its `course_lib`
   and `nbgrader_config.py`, in a process of their own; feedback in one nbgrader process where REV had no
   `feedback_parallel`), on a third copy of the same class, right after the course's: what changed since REV,
@@ -26,15 +31,17 @@ All use the same per-cell time limit. `--stock-students N` grades only the first
 kinds when N is a multiple of 10) the stock way, where grading all of them would take too long: its wall time is
 then printed as measured for N, its figure for the whole class only as a labelled scaling of that. Printed: the wall
 time of each, the median seconds per submission (from nbgrader's log), the speed-up, how many reference submissions
-got full marks on the course's path, the time the class command's feedback step takes, the machine's load before and
-after, and a projection for a term: 100 submissions of each of the 12 lessons, as 12 times the lesson whose autograde
-and feedback together took longest (scaled to 100 submissions). `--per-lesson` first prints how long trusted grading
+got full marks on the course's path (in both classes), the time the class command's feedback step takes, the damaged
+class's time as a ratio of the clean one's, the machine's load before and after, and a projection for a term: 100
+submissions of each of the course's lessons (13), as 13 times the lesson whose autograde and feedback together took
+longest (scaled to 100 submissions). `--per-lesson` first prints how long trusted grading
 takes for each lesson's reference answers, in this process, to check that the lessons measured are the slowest.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -49,24 +56,46 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from course_lib.workflow import classroom  # a baseline's child process imports that revision's
+from course_lib import manifest
 from course_lib.workflow.course import REPO_ROOT
 from tests.benchmarks.bench_autograde import _run, copy_library, export_revision, per_submission_seconds
-from tests.nbtools import LESSONS, ROOT, grade_id, read, release_path, solved, source_path, with_answer
+from tests.benchmarks.class_steps import class_steps
+from tests.damaged import DAMAGES
+from tests.nbtools import LESSONS, ROOT, answer_names, grade_id, read, release_path, solved, source_path, with_answer
 from tests.test_nbgrader_roundtrip import HOSTILE_CODE, ONE_WRONG
 
 # nbgrader as it comes: its own preprocessors, a kernel for every submission, every cell run.
 STOCK_CONFIG = 'c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = "transformers-from-scratch"\n'
 
 
-def submissions(lesson: str, n: int) -> dict[str, object]:
+def submissions(lesson: str, n: int) -> dict[str, bytes]:
+    """The class: of every 10, 6 reference answers, 2 with the known mistake, 1 blank, 1 hostile (file bytes)."""
     full, blank = solved(lesson), read(release_path(lesson))
     name, code, _ = ONE_WRONG[lesson]
     wrong = with_answer(full, name, code)
     hostile = with_answer(full, name, code + "\n" + HOSTILE_CODE)
     kinds = ["full"] * 6 + ["wrong"] * 2 + ["blank", "hostile"]
     made = {"full": full, "wrong": wrong, "blank": blank, "hostile": hostile}
-    return {f"s{i:03d}_{kinds[i % 10]}": made[kinds[i % 10]] for i in range(n)}
+    return {f"s{i:03d}_{kinds[i % 10]}": nbformat.writes(made[kinds[i % 10]]).encode() for i in range(n)}
+
+
+def damaged_class(lesson: str, n: int) -> dict[str, bytes]:
+    """The same class with the first reference submission of every 10 damaged, each time another kind of damage
+    (those the class command repairs and says so taking turns with saved forms it reads as if clean), on the
+    lesson's last exercise (a class with methods in several lessons)."""
+    full = solved(lesson)
+    name = answer_names(full)[-1]
+    repaired = [kind for kind, damage in DAMAGES.items() if damage.words]
+    forms = [kind for kind, damage in DAMAGES.items() if not damage.words]
+    kinds = [kind for pair in itertools.zip_longest(repaired, forms) for kind in pair if kind]
+    out = {}
+    for i, (student, raw) in enumerate(submissions(lesson, n).items()):
+        if i % 10 == 0:
+            kind = kinds[(i // 10) % len(kinds)]
+            out[f"{student}_{kind}"] = DAMAGES[kind].build(full, name)
+        else:
+            out[student] = raw
+    return out
 
 
 def build(folder: Path, lesson: str, class_of: dict, env: dict[str, str], config: str | None = None) -> None:
@@ -80,10 +109,10 @@ def build(folder: Path, lesson: str, class_of: dict, env: dict[str, str], config
         raise SystemExit(f"generate_assignment failed:\n{result.stderr[-3000:]}")
     if config is not None:
         (folder / "nbgrader_config.py").write_text(config, encoding="utf-8")
-    for student, nb in class_of.items():
+    for student, raw in class_of.items():
         target = folder / "submitted" / student / lesson
         target.mkdir(parents=True)
-        nbformat.write(nb, target / f"{lesson}.ipynb")
+        (target / f"{lesson}.ipynb").write_bytes(raw)
 
 
 def autograde(folder: Path, lesson: str, env: dict[str, str], timeout: int) -> tuple[float, list[float]]:
@@ -164,46 +193,38 @@ def main() -> None:
         tmp = Path(tmp)
         base_tree = export_revision(args.baseline, tmp / "baseline-tree") if args.baseline else None
         for lesson in args.lessons:
-            class_of = submissions(lesson, args.students)
+            class_of, damaged_of = submissions(lesson, args.students), damaged_class(lesson, args.students)
             # Each path imports its own copy: stock nbgrader lets the hostile student rewrite the one it uses.
             stock_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-stock-{lesson}"))}
             course_env = {"PYTHONPATH": str(copy_library(REPO_ROOT, tmp / f"lib-course-{lesson}"))}
             stock_class = dict(list(class_of.items())[:n_stock])
             build(tmp / f"stock-{lesson}", lesson, stock_class, stock_env, STOCK_CONFIG)
-            course = tmp / f"course-{lesson}"
+            course, damaged = tmp / f"course-{lesson}", tmp / f"damaged-{lesson}"
             build(course, lesson, class_of, course_env)
+            build(damaged, lesson, damaged_of, course_env)
 
             wall_stock, each_stock = autograde(tmp / f"stock-{lesson}", lesson, stock_env, args.timeout)
             print(f"{lesson} stock nbgrader: {wall_stock:.0f} s for {n_stock} submissions", flush=True)
-
-            start = time.perf_counter()  # each worker imports a copy of course_lib of its own (classroom.py)
-            to_grade = classroom.students_to_grade(course, lesson)
-            result = classroom.autograde_parallel(course, lesson, to_grade, args.workers, args.timeout)
-            wall_course = time.perf_counter() - start
-            start = time.perf_counter()  # the class command's next step, in as many processes
-            failed = classroom.feedback_parallel(course, lesson, args.workers, env=course_env)
-            wall_feedback = time.perf_counter() - start
-            if failed:
-                raise SystemExit(f"generate_feedback failed:\n{failed}")
-            reference = [s for s in class_of if s.endswith("_full")]
-            got_full = full_marks(course, lesson, reference)
-            print(
-                f"{lesson} course: {wall_course:.0f} s + feedback {wall_feedback:.0f} s, "
-                f"failed: {result.failed or 'none'}",
-                flush=True,
-            )
+            # each worker imports a copy of course_lib of its own (nbgrader_runs/pool.py)
+            clean = class_steps(course, lesson, args.workers, args.timeout, course_env)
+            clean["full"] = full_marks(course, lesson, [s for s in class_of if s.endswith("_full")])
+            print(f"{lesson} course: {clean['autograde']:.0f} s + feedback {clean['feedback']:.0f} s", flush=True)
+            hurt = class_steps(damaged, lesson, args.workers, args.timeout, course_env)
+            hurt["full"] = full_marks(damaged, lesson, [s for s in damaged_of if s.endswith("_full")])
+            print(f"{lesson} damaged: {hurt['autograde']:.0f} s + feedback {hurt['feedback']:.0f} s", flush=True)
+            for name, steps in (("course", clean), ("damaged", hurt)):
+                if steps["failed"]:
+                    print(f"{lesson} {name}: not graded: {steps['failed']}", flush=True)
             base = None
             if base_tree is not None:
                 base_course = tmp / f"base-{lesson}"
                 old_config = (base_tree / "notebooks" / "nbgrader_config.py").read_text(encoding="utf-8")
                 build(base_course, lesson, class_of, course_env, old_config)  # generated as today, graded as REV
                 base = baseline_steps(args.baseline, base_tree, base_course, lesson, args.workers, args.timeout)
-                base["full"] = full_marks(base_course, lesson, reference)
+                base["full"] = full_marks(base_course, lesson, [s for s in class_of if s.endswith("_full")])
                 print(f"{lesson} baseline: {base['autograde']:.0f} s + feedback {base['feedback']:.0f} s", flush=True)
-            each_course = list(result.each.values())
-            rows.append(
-                (lesson, wall_stock, wall_course, each_stock, each_course, got_full, reference, wall_feedback, base)
-            )
+            references = (sum(s.endswith("_full") for s in class_of), sum(s.endswith("_full") for s in damaged_of))
+            rows.append((lesson, wall_stock, each_stock, clean, hurt, base, references))
 
     load_after = os.getloadavg()
     print(f"\n{platform.node()} · {os.cpu_count()} cores · {args.students} submissions per lesson")
@@ -213,46 +234,52 @@ def main() -> None:
     print(f"load (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}")
     print(f"load (1/5/15 min) after:  {' '.join(f'{x:.2f}' for x in load_after)}")
     print("stock = one `python -m nbgrader autograde`, nbgrader's own preprocessors; course = the class command's")
-    print(f"autograde with {args.workers} workers and notebooks/nbgrader_config.py")
+    print(f"autograde with {args.workers} workers and notebooks/nbgrader_config.py; damaged = the same, 10% damaged")
     stock_scale = args.students / n_stock
     print(
         f"{'lesson':18}{f'stock wall ({n_stock})':>17}{f'stock, {args.students}':>13}{'course wall':>12}"
-        f"{'speed-up':>10}{'stock/sub':>10}{'course/sub':>11}"
+        f"{'speed-up':>10}{'stock/sub':>10}{'course/sub':>11}{'damaged wall':>13}{'damaged/clean':>14}"
     )
-    for lesson, wall_stock, wall_course, each_stock, each_course, *_ in rows:
+    for lesson, wall_stock, each_stock, clean, hurt, *_ in rows:
         scaled = "" if stock_scale == 1 else " (scaled)"
         print(
-            f"{lesson:18}{wall_stock:16.0f}s{wall_stock * stock_scale:12.0f}s{wall_course:11.0f}s"
-            f"{wall_stock * stock_scale / wall_course:9.1f}×"
-            f"{statistics.median(each_stock):9.2f}s{statistics.median(each_course):10.2f}s{scaled}"
+            f"{lesson:18}{wall_stock:16.0f}s{wall_stock * stock_scale:12.0f}s{clean['autograde']:11.0f}s"
+            f"{wall_stock * stock_scale / clean['autograde']:9.1f}×"
+            f"{statistics.median(each_stock):9.2f}s{statistics.median(clean['each']):10.2f}s"
+            f"{hurt['autograde']:12.0f}s{hurt['autograde'] / clean['autograde']:13.2f}×{scaled}"
         )
-    for lesson, *_, got_full, reference, wall_feedback, base in rows:
-        print(f"{lesson}: {got_full} of {len(reference)} reference submissions got full marks on the course's path")
-        print(f"{lesson}: the class's feedback ({args.workers} generate_feedback processes) took {wall_feedback:.0f} s")
+    for lesson, _, _, clean, hurt, base, (refs, damaged_refs) in rows:
+        print(f"{lesson}: {clean['full']} of {refs} reference submissions got full marks on the course's path,")
+        print(f"  {hurt['full']} of {damaged_refs} undamaged ones in the damaged class; {hurt['repaired']} repaired")
+        print(
+            f"{lesson}: feedback ({args.workers} processes) took {clean['feedback']:.0f} s, "
+            f"{hurt['feedback']:.0f} s for the damaged class; autograde + feedback, damaged / clean: "
+            f"{(hurt['autograde'] + hurt['feedback']) / (clean['autograde'] + clean['feedback']):.2f}×"
+        )
         if base is not None:
             print(
                 f"{lesson}: baseline {args.baseline}: autograde {base['autograde']:.0f} s (median "
                 f"{statistics.median(base['each']):.2f} s per submission), feedback {base['feedback']:.0f} s in "
-                f"{base['feedback_processes']} process(es), {base['full']} of {len(reference)} reference submissions "
-                "full marks"
+                f"{base['feedback_processes']} process(es), {base['full']} of {refs} reference submissions full marks"
             )
-    scale = 100 / args.students
-    slowest = max(rows, key=lambda r: r[2] + r[7])  # autograde + feedback: what a term waits for
+    scale, term = 100 / args.students, len(manifest.LESSONS)  # a term: every lesson of the course
+    slowest = max(rows, key=lambda r: r[3]["autograde"] + r[3]["feedback"])  # what a term waits for
+    clean = slowest[3]
     stock_slowest = max(rows, key=lambda r: r[1])
     print(
-        f"projected for 100 submissions × 12 lessons (12 × the lesson whose autograde + feedback took longest, scaled "
-        f"to 100): course {12 * (slowest[2] + slowest[7]) * scale / 60:.0f} min ({slowest[0]}: autograde "
-        f"{12 * slowest[2] * scale / 60:.0f} + feedback {12 * slowest[7] * scale / 60:.0f}); "
-        f"stock nbgrader autograde alone {12 * stock_slowest[1] * 100 / n_stock / 60:.0f} min ({stock_slowest[0]}, "
-        f"from {n_stock} submissions)"
+        f"projected for 100 submissions × {term} lessons ({term} × the lesson whose autograde + feedback took "
+        f"longest, scaled to 100): course {term * (clean['autograde'] + clean['feedback']) * scale / 60:.0f} min "
+        f"({slowest[0]}: autograde {term * clean['autograde'] * scale / 60:.0f} + feedback "
+        f"{term * clean['feedback'] * scale / 60:.0f}); stock nbgrader autograde alone "
+        f"{term * stock_slowest[1] * 100 / n_stock / 60:.0f} min ({stock_slowest[0]}, from {n_stock} submissions)"
     )
     if args.baseline:
-        base_slowest = max(rows, key=lambda r: r[8]["autograde"] + r[8]["feedback"])
-        base = base_slowest[8]
+        base_slowest = max(rows, key=lambda r: r[5]["autograde"] + r[5]["feedback"])
+        base = base_slowest[5]
         print(
-            f"the same projection for {args.baseline}: {12 * (base['autograde'] + base['feedback']) * scale / 60:.0f} "
-            f"min ({base_slowest[0]}: autograde {12 * base['autograde'] * scale / 60:.0f} + feedback "
-            f"{12 * base['feedback'] * scale / 60:.0f})"
+            f"the same projection for {args.baseline}: "
+            f"{term * (base['autograde'] + base['feedback']) * scale / 60:.0f} min ({base_slowest[0]}: autograde "
+            f"{term * base['autograde'] * scale / 60:.0f} + feedback {term * base['feedback'] * scale / 60:.0f})"
         )
 
 

@@ -1,18 +1,20 @@
 """A class's submissions as they come in: which are new, which are resubmissions, which are late, and the history
-of the earlier ones (`classroom.grade_class` calls this; docs in the module docstring of `classroom`).
+of the earlier ones (the class command's step 2: `course_lib.workflow.class_command`).
 
 A submission is known by its content, not by its name: `fingerprint` hashes the text of every cell (outputs,
 execution counts and metadata left out, so a notebook saved again after running it is the same submission).
 
 - **new**: copied to `submitted/<student>/<lesson>/<lesson>.ipynb` with nbgrader's `timestamp.txt` beside it;
-- **unchanged**: the same content as the one in `submitted/`: left alone, and not graded again;
+- **unchanged**: the same content as the one in `submitted/`: left alone (whether it is graded again is the class
+  command's rule: only when it was never graded, or grading it failed for a reason other than the file);
 - **an earlier one**: the same content as one in the student's history, or received before the submission
   collected: not collected (an old copy in an inbox never replaces a newer submission), with a note;
 - **resubmitted**: the submission in `submitted/`, its graded notebook and its feedback are moved to
   `history/<student>/<lesson>/<received>/`, with its scores and any manual grading from the gradebook in
-  `grade.json`; its row is removed from the gradebook (so the new file's grade starts clean: a manual score given
-  to the old file does not carry over), and the new file takes its place, to be graded as a new submission.
-  `history/history.csv` gets one line per resubmission once it is graded (old and new score).
+  `grade.json` (and its grading record from `class_records/`); its row is removed from the gradebook (so the new
+  file's grade starts clean: a manual score given to the old file does not carry over), and the new file takes its
+  place, to be graded as a new submission. `history/history.csv` gets one line per resubmission once it is graded
+  (old and new score).
 
 When a submission was received is what nbgrader's `timestamp.txt` beside it says (`nbgrader collect` writes one;
 so does this module, in `submitted/`), else the file's modification time. With a deadline (stored as the
@@ -34,6 +36,8 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.utils import parse_utc
 
+from course_lib.workflow.submissions.repair import decode
+
 __all__ = [
     "Collected",
     "Earlier",
@@ -43,12 +47,14 @@ __all__ = [
     "fingerprint",
     "late_by",
     "parse_deadline",
+    "current_score",
     "received_at",
     "record_history",
     "set_deadline",
 ]
 
 HISTORY = "history"
+RECORDS = "class_records"  # the class command's last outcome of each submission (nbgrader_runs.records)
 TIMESTAMP = "timestamp.txt"
 _STAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's own format, in UTC
 _LOG_FIELDS = [
@@ -74,10 +80,10 @@ def fingerprint(path: Path) -> str:
     readable notebook. Running the cells or saving the file again does not change it."""
     raw = path.read_bytes()
     try:
-        cells = json.loads(raw)["cells"]
+        cells = json.loads(decode(raw))["cells"]
         said = [(c.get("cell_type"), _text(c.get("source", ""))) for c in cells]
         payload = json.dumps(said, ensure_ascii=False).encode()
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):  # UnicodeDecodeError is a ValueError
         payload = raw
     return hashlib.sha256(payload).hexdigest()[:16]
 
@@ -305,6 +311,9 @@ def archive(course: Path, lesson: str, student: str) -> Earlier:
         where = course / step / student / lesson
         if where.exists():
             shutil.move(str(where), str(folder / step))
+    outcome = course / RECORDS / lesson / f"{student}.json"
+    if outcome.exists():
+        shutil.move(str(outcome), str(folder / "grading_record.json"))
     record |= {"student": student, "lesson": lesson, "received": received.isoformat(), "fingerprint": said}
     (folder / "grade.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     if (course / "gradebook.db").is_file():

@@ -1,18 +1,18 @@
-"""A class's results for its instructor: `class_grades.csv` and `class_report.md` (written by
-`classroom.grade_class`).
+"""A class's results for its instructor: `class_grades.csv` and `class_report.md` (the class command's last step).
 
 - `class_grades.csv`: one row per student; for each lesson in the gradebook a column per exercise (the points of
   its test cells, visible and hidden), the lesson's total, whether the submission was flagged, how late it was
   (with a deadline), and which answers look copied from the course's code (`similarity.py`: for a person to look
-  at; no score changes). A lesson the student did not submit is left empty; one nbgrader could not grade (no graded
+  at; no score changes). A lesson the student did not submit is left empty; one that could not be graded (no graded
   notebook) says "not graded". nbgrader's own `export` writes `grades.csv`, with fewer columns: a name this file
   never has, so neither replaces the other.
-- `class_report.md`: per lesson, one line for each submission that could not be graded (with the reason), that
-  was graded with something to look at (`remarks`: flagged, out of memory, a dead kernel, a time-out, a refused
+- `class_report.md`: per lesson, one line for each submission that could not be graded (with the reason; in this
+  run, or in an earlier one and not tried again because the file has not changed), that was graded with something
+  to look at (`remarks`: repaired before grading, flagged, out of memory, a dead kernel, a time-out, a refused
   write, output cut), that came late, or whose answers look copied; the resubmissions graded in this run (old and
-  new score); the collection notes and what the grading kernels were held to; and for each exercise how many
-  students lost points and the grader's most frequent messages (the first sentence of each, counted once per
-  student), so an instructor sees what to re-teach.
+  new score); the collection notes and what the grading processes were held to; and for each exercise how many of
+  the lesson's graded students (all of them, whichever run graded them) lost points and the grader's most frequent
+  messages (the first sentence of each, counted once per student), so an instructor sees what to re-teach.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from nbgrader.api import Gradebook, MissingEntry
 from course_lib import manifest
 from course_lib.workflow import similarity
 from course_lib.workflow.kernels import CUT_MARKER
-from course_lib.workflow.nbgrader_ext import FLAG_MARKER
-from course_lib.workflow.submissions import late_by
+from course_lib.workflow.nbgrader_plugins import FLAG_MARKER
+from course_lib.workflow.nbgrader_runs.records import exercise_of
+from course_lib.workflow.submissions import REPAIR_MARKER, late_by
 
 __all__ = [
     "GRADES_FILE",
@@ -44,13 +45,6 @@ __all__ = [
 
 GRADES_FILE = "class_grades.csv"
 REPORT_FILE = "class_report.md"
-
-
-def exercise_of(cell_name: str, exercises: list[str]) -> str | None:
-    """The exercise a test cell (`test_<exercise>` or `test_<exercise>_...`) belongs to; the longest name wins."""
-    rest = cell_name.removeprefix("test_")
-    matches = [e for e in exercises if rest == e or rest.startswith(e + "_")]
-    return max(matches, key=len, default=None)
 
 
 def _lessons(gradebook: Gradebook) -> list[str]:
@@ -121,12 +115,15 @@ def write_grades(course: Path, path: Path, copy_threshold: float | None = simila
             header += [f"{lesson}/{e}" for e in _exercises(lesson)] + [lesson, f"{lesson} flagged"]
             header += [f"{lesson} late", f"{lesson} looks copied"]
         rows = []
-        for student in sorted(s.id for s in gradebook.students):
+        # a student whose file could not be read at all has no gradebook record, and still has a row
+        sent = {p.parent.parent.name for lesson in lessons for p in (course / "submitted").glob(f"*/{lesson}/*.ipynb")}
+        for student in sorted({s.id for s in gradebook.students} | sent):
             row: list[object] = [student]
             for lesson in lessons:
                 found = _scores(gradebook, lesson, student)
                 if found is None:
-                    row += [""] * (len(_exercises(lesson)) + 4)
+                    submitted = (course / "submitted" / student / lesson / f"{lesson}.ipynb").is_file()
+                    row += [""] * (len(_exercises(lesson)) + 1) + ["not graded" if submitted else "", "", ""]
                     continue
                 got, _, flagged, late = found
                 late_cell = late_by(late) if late else ""
@@ -180,14 +177,16 @@ def _cell_name(cell, index: int, exercises: list[str]) -> str:
 
 
 def remarks(nb, exercises: list[str]) -> list[str]:
-    """What a graded notebook shows happened to its submission besides the scores, one phrase per kind: the
-    grader's notes (the submission is flagged), and where its kernel ran out of memory, died, was stopped at the
-    time limit, was refused a write, or printed more than was kept."""
+    """What a graded notebook shows happened to its submission besides the scores, one phrase per kind: what was
+    repaired before grading, the grader's notes (the submission is flagged), and where its kernel ran out of memory,
+    died, was stopped at the time limit, was refused a write, or printed more than was kept."""
     notes: list[str] = []
     where: dict[str, list[str]] = {}  # kind of event -> the cells it happened in
     refused: list[str] = []
     cut: list[str] = []
     for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and REPAIR_MARKER in cell.source:
+            notes += [f"repaired: {line[2:]}" for line in cell.source.splitlines() if line.startswith("- ")]
         if cell.cell_type == "markdown" and FLAG_MARKER in cell.source:
             notes += [f"flagged: {line[2:]}" for line in cell.source.splitlines() if line.startswith("- ")]
         if cell.cell_type != "code":
@@ -246,7 +245,7 @@ def _messages(nb, exercises: list[str]) -> dict[str, set[str]]:
 def write_report(
     course: Path, results, path: Path, copy_threshold: float | None = similarity.DEFAULT_THRESHOLD
 ) -> Path:
-    """`class_report.md` (see module docstring) for the lessons in `results` (`classroom.ClassResult`)."""
+    """`class_report.md` (see module docstring) for the lessons in `results` (`steps.ClassResult`)."""
     lines = ["# What the class got wrong", ""]
     with Gradebook(f"sqlite:///{(course / 'gradebook.db').resolve()}") as gradebook:
         students = sorted(s.id for s in gradebook.students)
@@ -254,6 +253,10 @@ def write_report(
             lesson, exercises = result.lesson, _exercises(result.lesson)
             lines += [f"## {lesson}", "", f"{len(result.graded)} submission(s) graded now, in {result.seconds:.0f} s."]
             lines += [f"- **{s}**: could not be graded: {why}" for s, why in sorted(result.failed.items())]
+            lines += [
+                f"- **{s}**: could not be graded: {why} (in an earlier run; not tried again until the file changes)"
+                for s, why in sorted(result.not_retried.items())
+            ]
             lost: Counter[str] = Counter()
             said: dict[str, Counter[str]] = {e: Counter() for e in exercises}
             graded = flagged = late_ones = copied_ones = 0
