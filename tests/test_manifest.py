@@ -79,3 +79,15 @@ def test_the_readme_table_row_agrees(entry):
 def test_an_unknown_lesson_is_named():
     with pytest.raises(KeyError, match="unknown lesson '99_x'"):
         manifest.lesson("99_x")
+
+
+def test_an_exercise_builds_on_exercises_of_its_lesson_or_of_earlier_ones():
+    seen: set[str] = set()
+    found = 0
+    for lesson in manifest.LESSONS:
+        for exercise in lesson.exercises:
+            unknown = [name for name in exercise.builds_on if name not in seen]
+            assert not unknown, f"{lesson.id} {exercise.name} builds on {unknown}, no earlier exercise's names"
+            found += len(exercise.builds_on)
+            seen.update(exercise.names)
+    assert found >= 4  # the block, the encoder layer and the GPT say what they are built from
