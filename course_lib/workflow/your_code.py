@@ -141,10 +141,14 @@ class YourCode:
                     f"Lesson {lesson_id[:2]} read from {found.path.name}, the most recently saved of {found.copies} "
                     f"copies in {found.path.parent}."
                 )
-        missing = [n for n in lessons if any(c.reason == NOT_FOUND for c in self.choices.values() if c.lesson == n)]
+        # Every lesson asked for and not found, listed or not: a class of it may be what the listed ones are built on.
+        missing = [lesson_id for lesson_id, found in self.found.items() if found is None and self._not_found(lesson_id)]
         if missing and self.place is not None:
             lines.append(_what_to_do(missing, self.place))
         return "\n".join(lines)
+
+    def _not_found(self, lesson_id: str) -> bool:
+        return any(c.reason == NOT_FOUND for c in self.choices.values() if c.lesson == lesson_id)
 
     def _repr_markdown_(self) -> str:
         first, *rest = self.banner().splitlines()
