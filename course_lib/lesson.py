@@ -313,8 +313,9 @@ def your_code(*lessons: str):
 
     `yours = your_code("05_multi_head_attention", "06_transformer_blocks")`, then `yours.TransformerBlock` is the
     class you wrote in lesson 06 (built on your lesson 05 `MultiHeadAttention`) or the reference, and
-    `yours.banner()` says which and why. Your saved notebooks are read from work/ (see
-    `course_lib.workflow.your_code`); while nbgrader grades, every name is the reference.
+    `yours.banner([...])` names the classes whose code runs and why. Your saved notebooks are read from work/, and
+    on Colab from the Google Drive folder the set-up cell mounted (`course_lib.workflow.your_code` lists where it
+    looks); while nbgrader grades, every name is the reference.
     """
     from course_lib.workflow.your_code import load_your_code
 
@@ -343,9 +344,10 @@ def your_answers(lesson: str, **answers: Any):
 
 def with_your_answers(yours, lesson: str, built_on: tuple[str, ...] = (), **answers):
     """`yours` (from `your_code`) with answers written in this notebook added, each kept where it passes its
-    visible checks, the course's reference otherwise: `with_your_answers(yours, "09_char_gpt", ("TransformerBlock",),
-    GPT=GPT).banner()` says which GPT runs, built on which classes. Where an answer falls back, the names in
-    `built_on` are shown as the course's too (the reference is built on the course's classes)."""
+    visible checks, the course's reference otherwise: `with_your_answers(yours, "09_char_gpt", GPT=GPT).banner([...])`
+    says which GPT runs, built on which classes. An answer is built on what its exercise's `builds_on` lists in the
+    manifest, and on the names in `built_on` besides; where it falls back, the banner says that those of yours do
+    not run (the reference is built on the course's classes)."""
     from course_lib.workflow.your_code import add_answers
 
     return add_answers(yours, lesson, answers, built_on)

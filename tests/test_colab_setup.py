@@ -315,3 +315,45 @@ def test_on_colab_a_learner_who_refuses_drive_gets_the_courses_classes_and_is_to
         assert banner.startswith("Running the course's `"), (lesson, banner)
         advice = [line for line in banner.splitlines() if line.startswith("To run yours:")]
         assert advice and advice[0].startswith("To run yours: let the set-up cell mount your Google Drive"), banner
+
+
+def test_start_lesson_mounts_drive_once_only_on_colab_and_for_a_lesson_that_runs_earlier_answers(tmp_path, monkeypatch):
+    """The set-up cell's one call, in-process: what start_lesson does with DRIVE_FOLDER in each case."""
+    import types
+
+    from course_lib.lesson import start_lesson
+    from course_lib.workflow.your_code import DRIVE_ENV
+
+    mounted, store = [], tmp_path / "store"
+    (store / "Colab Notebooks").mkdir(parents=True)
+
+    def mount(mountpoint, **_):
+        mounted.append(mountpoint)
+        if refuse:
+            raise RuntimeError("credential propagation was unsuccessful")
+        Path(mountpoint).mkdir(parents=True, exist_ok=True)
+        (Path(mountpoint) / "MyDrive").symlink_to(store)
+
+    monkeypatch.delenv(DRIVE_ENV, raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    folder = str(tmp_path / "content" / "drive" / "MyDrive" / "Colab Notebooks")
+    assert start_lesson("09_char_gpt", drive_folder=folder).drive == ""  # not on Colab: nothing happens
+    colab = types.ModuleType("google.colab")
+    colab.drive = types.SimpleNamespace(mount=mount)
+    monkeypatch.setitem(sys.modules, "google.colab", colab)
+    assert start_lesson("04_attention").drive == ""  # a lesson that runs no earlier answers asks nothing
+    assert "None in the set-up cell" in start_lesson("09_char_gpt", drive_folder=None).drive and not mounted
+
+    refuse = True
+    env = start_lesson("09_char_gpt", drive_folder=folder)
+    assert env.drive.startswith("not mounted (RuntimeError: credential propagation was unsuccessful)")
+    assert mounted == [str(tmp_path / "content" / "drive")] and DRIVE_ENV not in os.environ
+    refuse = False
+    assert start_lesson("09_char_gpt", drive_folder=folder).drive == (
+        f"mounted; your copies of earlier lessons are read from `{folder}`"
+    )
+    assert os.environ[DRIVE_ENV] == folder and len(mounted) == 2
+    assert start_lesson("10_gpt2", drive_folder=folder).drive.startswith("mounted;") and len(mounted) == 2  # once
+    assert "is not a folder of it" in start_lesson("10_gpt2", drive_folder=folder + "/elsewhere").drive
+    assert "is not a folder of your Drive" in start_lesson("10_gpt2", drive_folder="/content/lessons").drive
+    assert DRIVE_ENV not in os.environ  # a folder that is not there is not looked in
