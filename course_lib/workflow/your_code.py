@@ -117,8 +117,9 @@ class YourCode:
 
     def banner(self, names: Sequence[str] | None = None) -> str:
         """Which of `names` (default: all) run, yours or the course's and why, in a first line; then which of yours
-        do not run because a class of the course's stands in for the class built on them, which copy of a lesson
-        was read when there were several, and what to do when a lesson was not found.
+        do not run, because a class of the course's stands in for the class built on them or because your class
+        does not use them; which copy of a lesson was read when there were several; and what to do when a lesson
+        was not found.
 
         "Running the course's `TransformerBlock` (lesson 06: not written yet); your `GPT` (lesson 09).", then "Not
         running your `MultiHeadAttention` (lesson 05), `FeedForward` (lesson 06): the course's `TransformerBlock`
@@ -130,7 +131,9 @@ class YourCode:
         for cause, missed in left_out.items():
             listed = ", ".join(_by_lesson([self.choices[n] for n in missed]))
             if self.choices[cause].yours:
-                lines.append(f"Not running your {listed}: your `{cause}` does not use it.")
+                lines.append(
+                    f"Not running your {listed}: your `{cause}` does not use {'it' if len(missed) == 1 else 'them'}."
+                )
             else:
                 lines.append(f"Not running your {listed}: the course's `{cause}` is built from the course's classes.")
         lessons = list(dict.fromkeys(self.choices[n].lesson for n in names))
