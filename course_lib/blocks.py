@@ -240,7 +240,8 @@ class Encoder(nn.Module):
     """N EncoderLayers and a final LayerNorm, by default only for pre-LN (a post-LN layer ends with one).
 
     Lesson 06 (lesson 07 trains it). x: (B, S, d_model), padding_mask: (B, S) -> the memory (B, S, d_model), or
-    (memory, [weights (B, H, S, S) of each layer]).
+    (memory, [weights (B, H, S, S) of each layer]). `layer`: the layer class, called as `EncoderLayer` is (lesson
+    07 passes the learner's); the weights need a layer whose forward takes `need_weights`, as the course's does.
     """
 
     def __init__(
@@ -253,29 +254,34 @@ class Encoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         final_norm: bool | None = None,
+        layer: type[nn.Module] = EncoderLayer,
     ) -> None:
         super().__init__()
         _checks.positive_int("n_layers", n_layers)
         options = dict(d_hidden=d_hidden, dropout=dropout, activation=activation, norm_first=norm_first)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, **options) for _ in range(n_layers))
+        self.layers = nn.ModuleList(layer(d_model, n_heads, **options) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model) if (norm_first if final_norm is None else final_norm) else nn.Identity()
 
     def forward(
         self, x: Tensor, padding_mask: Tensor | None = None, need_weights: bool = False
     ) -> Tensor | tuple[Tensor, list[Tensor]]:
+        if not need_weights:
+            for layer in self.layers:
+                x = layer(x, padding_mask)
+            return self.norm(x)
         all_weights = []
         for layer in self.layers:
             x, weights = layer(x, padding_mask, need_weights=True)
             all_weights.append(weights)
-        x = self.norm(x)
-        return (x, all_weights) if need_weights else x
+        return self.norm(x), all_weights
 
 
 class Decoder(nn.Module):
     """N DecoderLayers reading the same memory, and a final LayerNorm (by default only for pre-LN).
 
     Lesson 06 (lesson 07 trains it). x: (B, T, d_model), memory: (B, S, d_memory) -> (B, T, d_model), or
-    (out, [self weights (B, H, T, T)], [cross weights (B, H, T, S)]), one per layer.
+    (out, [self weights (B, H, T, T)], [cross weights (B, H, T, S)]), one per layer. `layer`: the layer class,
+    called as `DecoderLayer` is (lesson 07's "spot the bug" passes a broken one).
     """
 
     def __init__(
@@ -289,13 +295,12 @@ class Decoder(nn.Module):
         norm_first: bool = False,
         final_norm: bool | None = None,
         d_memory: int | None = None,
+        layer: type[nn.Module] = DecoderLayer,
     ) -> None:
         super().__init__()
         _checks.positive_int("n_layers", n_layers)
         options = dict(d_hidden=d_hidden, dropout=dropout, activation=activation, norm_first=norm_first)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_memory=d_memory, **options) for _ in range(n_layers)
-        )
+        self.layers = nn.ModuleList(layer(d_model, n_heads, d_memory=d_memory, **options) for _ in range(n_layers))
         self.norm = nn.LayerNorm(d_model) if (norm_first if final_norm is None else final_norm) else nn.Identity()
 
     def forward(

@@ -6,7 +6,8 @@
     Seq2SeqConfig           the model's sizes (presets: tiny, small, paper_base)
     EncoderDecoderTransformer
                             token embeddings x sqrt(d_model) + sinusoidal positions, a post-LN Encoder and
-                            Decoder (course_lib.blocks), an output layer tied to the embeddings
+                            Decoder (course_lib.blocks) of the layer classes given (the lesson passes the
+                            learner's EncoderLayer), an output layer tied to the embeddings
     greedy_decode           encode once, then append the most likely token until every sequence has its <eos>
     past_only_predictions   each position predicted from the tokens before it only (a test of causality)
     TrainConfig, train      Adam with warm-up, a progress bar and an optional live loss curve
@@ -31,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
-from course_lib.blocks import Decoder, Encoder
+from course_lib.blocks import Decoder, DecoderLayer, Encoder, EncoderLayer
 from course_lib.loss_plots import LossPlot
 from course_lib.position import PositionEncoding
 from course_lib.reversal_task import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, ReversalTask, exact_match, reversal_batch
@@ -149,9 +150,18 @@ class EncoderDecoderTransformer(nn.Module):
 
     Initialisation: the embedding table starts with std d_model**-0.5, so that sqrt(d_model) x embedding has
     unit-sized entries and, with the output layer tied to the same matrix, the first logits are O(1).
+
+    The layers: `encoder_layer` and `decoder_layer` are classes called as lesson 06's `EncoderLayer(d_model,
+    n_heads, d_hidden, dropout, activation, norm_first)` and the course's `DecoderLayer` are; lesson 07 builds the
+    encoder from the learner's own `EncoderLayer` (course_lib.lesson.your_code).
     """
 
-    def __init__(self, config: Seq2SeqConfig) -> None:
+    def __init__(
+        self,
+        config: Seq2SeqConfig,
+        encoder_layer: type[nn.Module] = EncoderLayer,
+        decoder_layer: type[nn.Module] = DecoderLayer,
+    ) -> None:
         super().__init__()
         _checks.instance("config", config, Seq2SeqConfig, "a Seq2SeqConfig")
         self.config = c = config
@@ -160,8 +170,8 @@ class EncoderDecoderTransformer(nn.Module):
         self.pos = PositionEncoding(c.d_model, c.context_length)
         self.dropout = nn.Dropout(c.dropout)
         layers = dict(d_hidden=c.d_hidden, dropout=c.dropout, activation="relu", norm_first=False)
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, **layers)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, **layers)
+        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, **layers, layer=encoder_layer)
+        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, **layers, layer=decoder_layer)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # one Parameter, two uses: (V, C) either way

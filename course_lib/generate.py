@@ -43,19 +43,21 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Nucleus filtering: keep the smallest set of highest-probability tokens whose total probability is >= p.
 
     Lesson 10, exercise `top_p_filter`. The token whose probability carries the running total across p is kept,
-    and so is the top token always; every other logit becomes -inf. A token is dropped exactly when the tokens
-    ranked above it already total >= p. p = 1 keeps everything. logits (..., V) -> (..., V), a new tensor.
+    and so is the top token always; every other logit becomes -inf. A token below the top one is dropped exactly
+    when the tokens ranked above it already total >= p. 0 <= p <= 1: p = 0 keeps only the top token (as Hugging
+    Face's top-p does), p = 1 keeps everything. logits (..., V) -> (..., V), a new tensor.
     """
     _checks.tensor("logits", logits, "..., V")
     p = _checks.number("p", p)
-    if not 0.0 < p <= 1.0:
-        raise ValueError(f"p must be in (0, 1], got {p}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"p must be in [0, 1], got {p}")
     if p == 1.0:
         return logits.clone()  # even tokens whose rounded running total reaches 1 early stay
     sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., V), most probable first
     probs = F.softmax(sorted_logits, dim=-1)  # (..., V)
     before = torch.cumsum(probs, dim=-1) - probs  # (..., V): total probability of the tokens ranked above
-    drop_sorted = before >= p  # the top token has 0 above it, so it is never dropped
+    drop_sorted = before >= p
+    drop_sorted[..., 0] = False  # the top token stays, also when p = 0 (0 above it is not less than 0)
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
 

@@ -4,7 +4,9 @@ Lesson 00 explains both. Nothing here changes global state beyond what a noteboo
 seeding torch's default generator so the lesson's printed numbers are reproducible, choosing altair's
 offline renderer, and (in a Jupyter kernel, outside nbgrader) letting a failing visible check show its message
 without stopping "Run All Cells" (`course_lib.grading.kit.notebook`) and remembering what the kernel last ran in
-each cell, so that self-grading can tell a notebook that was not saved since (`grade_this_notebook`).
+each cell, so that self-grading can tell a notebook that was not saved since (`grade_this_notebook`). On Colab, a
+lesson that runs your classes of earlier lessons mounts Google Drive when its set-up cell names a Drive folder, and
+tells `your_code` to look for your copies there (`course_lib.workflow.your_code`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class LessonEnvironment:
     device: str
     data: dict[str, str] = field(default_factory=dict)  # file name -> path, or the error text
     problems: list[str] = field(default_factory=list)
+    drive: str = ""  # on Colab, where your saved lessons are read from, or why Google Drive is not mounted
 
     @property
     def ok(self) -> bool:
@@ -58,6 +61,8 @@ class LessonEnvironment:
 
     def _repr_markdown_(self) -> str:
         rows = [f"**Lesson {self.lesson}** — Python {self.python}, torch {self.torch}, device `{self.device}`"]
+        if self.drive:
+            rows += ["", f"**Google Drive:** {self.drive}"]
         if self.data:  # a lesson without data files shows no empty table
             rows += ["", "| data file | status |", "|---|---|"]
             rows += [f"| `{name}` | {status} |" for name, status in self.data.items()]
@@ -70,8 +75,15 @@ class LessonEnvironment:
         return f"LessonEnvironment({self.lesson}: torch {self.torch} on {self.device}; {state})"
 
 
-def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int = 0) -> LessonEnvironment:
-    """Check the environment, make sure the lesson's data files are present, and seed torch."""
+def start_lesson(
+    lesson: str, data: list[str] | tuple[str, ...] = (), seed: int = 0, drive_folder: str | None = None
+) -> LessonEnvironment:
+    """Check the environment, make sure the lesson's data files are present, and seed torch.
+
+    `drive_folder` (only on Colab): a folder of your Google Drive, such as "/content/drive/MyDrive/Colab Notebooks",
+    where your copies of earlier lessons are; the Drive is mounted (Colab asks for your permission) and `your_code`
+    looks there. If you decline or the mount fails, the lesson goes on with the course's classes and says so.
+    """
     import torch
 
     from course_lib import data as course_data
@@ -85,6 +97,8 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
         _remember_runs()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     env = LessonEnvironment(lesson, platform.python_version(), torch.__version__, device)
+    if "google.colab" in sys.modules and not _under_nbgrader() and _runs_earlier_lessons(lesson):
+        env.drive = _use_drive(drive_folder) if drive_folder else "not used (DRIVE_FOLDER is None in the set-up cell)"
     for name in data:
         try:
             env.data[name] = f"ok (`{course_data.data_path(name)}`)"
@@ -92,6 +106,40 @@ def start_lesson(lesson: str, data: list[str] | tuple[str, ...] = (), seed: int 
             env.data[name] = "missing"
             env.problems.append(str(exc))
     return env
+
+
+def _runs_earlier_lessons(lesson: str) -> bool:
+    from course_lib import manifest
+
+    try:
+        return bool(manifest.lesson(lesson).your_lessons)
+    except KeyError:
+        return False
+
+
+def _use_drive(folder: str) -> str:
+    """Mount Google Drive for `folder` (a folder under .../MyDrive) and point `your_code` at it; what happened."""
+    from course_lib.workflow.your_code import DRIVE_ENV
+
+    os.environ.pop(DRIVE_ENV, None)
+    path = Path(folder)
+    mountpoint = next((p.parent for p in (path, *path.parents) if p.name == "MyDrive"), None)
+    if mountpoint is None:
+        return f"not mounted: `{folder}` is not a folder of your Drive (it should start with /content/drive/MyDrive/)"
+    if not (mountpoint / "MyDrive").is_dir():  # not mounted yet in this runtime: one dialog, the learner's choice
+        from google.colab import drive  # type: ignore[import-not-found]
+
+        try:
+            drive.mount(str(mountpoint))
+        except Exception as exc:  # declined, closed or timed out: the course's classes stand in, nothing stops
+            return (
+                f"not mounted ({type(exc).__name__}: {exc}); the course's classes stand in for yours. Run the set-up "
+                "cell again to retry."
+            )
+    if not path.is_dir():
+        return f"mounted, but `{folder}` is not a folder of it: name the folder that holds your copies of the lessons"
+    os.environ[DRIVE_ENV] = str(path)
+    return f"mounted; your copies of earlier lessons are read from `{folder}`"
 
 
 def _use_offline_charts() -> None:
@@ -265,8 +313,9 @@ def your_code(*lessons: str):
 
     `yours = your_code("05_multi_head_attention", "06_transformer_blocks")`, then `yours.TransformerBlock` is the
     class you wrote in lesson 06 (built on your lesson 05 `MultiHeadAttention`) or the reference, and
-    `yours.banner()` says which and why. Your saved notebooks are read from work/ (see
-    `course_lib.workflow.your_code`); while nbgrader grades, every name is the reference.
+    `yours.banner([...])` names the classes whose code runs and why. Your saved notebooks are read from work/, and
+    on Colab from the Google Drive folder the set-up cell mounted (`course_lib.workflow.your_code` lists where it
+    looks); while nbgrader grades, every name is the reference.
     """
     from course_lib.workflow.your_code import load_your_code
 
@@ -295,9 +344,10 @@ def your_answers(lesson: str, **answers: Any):
 
 def with_your_answers(yours, lesson: str, built_on: tuple[str, ...] = (), **answers):
     """`yours` (from `your_code`) with answers written in this notebook added, each kept where it passes its
-    visible checks, the course's reference otherwise: `with_your_answers(yours, "09_char_gpt", ("TransformerBlock",),
-    GPT=GPT).banner()` says which GPT runs, built on which classes. Where an answer falls back, the names in
-    `built_on` are shown as the course's too (the reference is built on the course's classes)."""
+    visible checks, the course's reference otherwise: `with_your_answers(yours, "09_char_gpt", GPT=GPT).banner([...])`
+    says which GPT runs, built on which classes. An answer is built on what its exercise's `builds_on` lists in the
+    manifest, and on the names in `built_on` besides; where it falls back, the banner says that those of yours do
+    not run (the reference is built on the course's classes)."""
     from course_lib.workflow.your_code import add_answers
 
     return add_answers(yours, lesson, answers, built_on)

@@ -39,6 +39,10 @@ class Exercise:
     # Where the course's reference of each name in `names` is defined, as dotted paths in the same order
     # ("course_lib.generate.top_p_filter"); left empty, its lesson fills in `<lesson.references>.<name>`.
     references: tuple[str, ...] = ()
+    # Names of earlier exercises (of this lesson or an earlier one) whose classes the answer is built from, as the
+    # lesson asks: lesson 06's `TransformerBlock` holds a `MultiHeadAttention` and a `FeedForward`. The course's
+    # reference is built from the course's; a banner of the learner's classes says which of theirs then run.
+    builds_on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.references and len(self.references) != len(self.names):
@@ -67,6 +71,9 @@ class Lesson:
     colab_packages: tuple[str, ...] = ()  # pip packages the set-up cell installs on Colab when they are missing
     exercises: tuple[Exercise, ...] = ()
     preamble: str = STANDARD_IMPORTS  # followed by `from course_lib import <references> as ref`
+    # Earlier lessons whose saved answers this lesson runs (`course_lib.lesson.your_code`); on Colab its set-up cell
+    # offers to mount Google Drive, where the learner's copies of those lessons are.
+    your_lessons: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         filled = tuple(
@@ -191,15 +198,24 @@ LESSONS: tuple[Lesson, ...] = (
         # The block and the encoder layer are built on lesson 05's MultiHeadAttention: in the notebook the learner's
         # own where it passed its checks (course_lib.lesson.your_code), in a graded answer's sandbox the course's.
         preamble=STANDARD_IMPORTS + "from course_lib.multihead import MultiHeadAttention\n",
-        exercises=_exercises(
-            "layer_norm",
-            "FeedForward",
-            "TransformerBlock",
-            "EncoderLayer",
-            layer_norm=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm"),
-            TransformerBlock=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer"),
-            EncoderLayer=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder", "torch.nn.Transformer"),
+        exercises=(
+            *_exercises(
+                "layer_norm",
+                "FeedForward",
+                layer_norm=("torch.nn.functional.layer_norm", "torch.layer_norm", "torch.nn.LayerNorm"),
+            ),
+            Exercise(
+                "TransformerBlock",
+                shortcuts=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer"),
+                builds_on=("MultiHeadAttention", "FeedForward"),
+            ),
+            Exercise(
+                "EncoderLayer",
+                shortcuts=("torch.nn.TransformerEncoderLayer", "torch.nn.TransformerEncoder", "torch.nn.Transformer"),
+                builds_on=("MultiHeadAttention",),
+            ),
         ),
+        your_lessons=("05_multi_head_attention",),
     ),
     Lesson(
         "07_encoder_decoder",
@@ -208,6 +224,7 @@ LESSONS: tuple[Lesson, ...] = (
         references="course_lib.encoder_decoder",
         grader="course_lib.grading.encoder_decoder",
         exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks"),  # the encoder is built from your layers
     ),
     Lesson(
         "08_statquest_decoder",
@@ -250,9 +267,11 @@ LESSONS: tuple[Lesson, ...] = (
                 "GPT",
                 references=("course_lib.gpt.GPT",),
                 shortcuts=("course_lib.gpt2.GPT2", "course_lib.char_gpt.CharGPT"),
+                builds_on=("TransformerBlock",),
             ),
         ),
         preamble=STANDARD_IMPORTS + "from course_lib.blocks import TransformerBlock\n",
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks"),
     ),
     Lesson(
         "10_gpt2",
@@ -266,6 +285,7 @@ LESSONS: tuple[Lesson, ...] = (
         # `load_gpt2_weights` loads into lesson 09's GPT: a graded answer's sandbox has the course's, as the
         # lesson's kernel has yours.
         preamble=STANDARD_IMPORTS + "from course_lib.gpt import GPT\n",
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt"),
         exercises=(
             Exercise(
                 "gpt2_parameter_count",
@@ -348,6 +368,7 @@ LESSONS: tuple[Lesson, ...] = (
         # rope_attention rotates with lesson 03's apply_rope: in the notebook the learner's own where it passed its
         # checks there (course_lib.lesson.your_code), in a graded answer's sandbox the course's.
         preamble=STANDARD_IMPORTS + "from course_lib.position import apply_rope\n",
+        your_lessons=("03_position_encoding", "05_multi_head_attention", "06_transformer_blocks", "09_char_gpt"),
         exercises=(
             Exercise("rms_norm", shortcuts=("torch.nn.functional.rms_norm", "torch.rms_norm", "torch.nn.RMSNorm")),
             Exercise("rope_attention"),

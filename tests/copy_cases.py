@@ -509,7 +509,7 @@ def top_p_filter(logits, p):
         ranked = sorted(range(flat.shape[1]), key=lambda i: -probs[i].item())
         total = 0.0
         for i in ranked:
-            if total >= p:
+            if total >= p and i != ranked[0]:
                 out[r, i] = float("-inf")
             total += probs[i].item()
     return out.reshape(logits.shape)
@@ -522,6 +522,7 @@ def top_p_filter(logits, p):
     values, idx = logits.sort(dim=-1, descending=True)
     mass = values.softmax(dim=-1)
     keep_sorted = (mass.cumsum(dim=-1) - mass) < p
+    keep_sorted[..., 0] = True
     inverse = idx.argsort(dim=-1)
     keep = torch.gather(keep_sorted, -1, inverse)
     return torch.where(keep, logits, torch.full_like(logits, float("-inf")))
@@ -535,7 +536,7 @@ def top_p_filter(logits, p):
     # a token stays when the tokens strictly more likely than it hold less than p in total
     ahead = (probs.unsqueeze(-2) > probs.unsqueeze(-1)).to(probs.dtype)
     mass_ahead = (ahead * probs.unsqueeze(-2)).sum(dim=-1)
-    return logits.masked_fill(mass_ahead >= p, float("-inf"))
+    return logits.masked_fill((mass_ahead >= p) & (mass_ahead > 0), float("-inf"))
 """,
     ],
 }

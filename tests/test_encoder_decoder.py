@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from course_lib import encoder_decoder as ed
 from course_lib import reversal_task as rt
+from course_lib.blocks import DecoderLayer
 from course_lib.loss_plots import LossPlot
 from course_lib.position import sinusoidal_position_encoding
 
@@ -272,3 +273,66 @@ def test_masked_cross_entropy_is_what_train_minimises():
         logits.reshape(-1, V)[labels.reshape(-1) != 0], labels.reshape(-1)[labels.reshape(-1) != 0]
     )
     assert torch.allclose(ed.masked_cross_entropy(logits, labels, 0), expected)
+
+
+# A learner's encoder layer as lesson 06 asks for it, written here without course_lib: its forward takes no
+# need_weights, and its attention is its own (heads split by hand), so the model must run any class of that contract.
+class _OwnEncoderLayer(torch.nn.Module):
+    def __init__(self, d_model, n_heads, d_hidden=None, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__()
+        self.n_heads, self.norm_first = n_heads, norm_first
+        self.qkv, self.out = torch.nn.Linear(d_model, 3 * d_model), torch.nn.Linear(d_model, d_model)
+        self.norm1, self.norm2 = torch.nn.LayerNorm(d_model), torch.nn.LayerNorm(d_model)
+        hidden = d_hidden or 4 * d_model
+        self.fc1, self.fc2 = torch.nn.Linear(d_model, hidden), torch.nn.Linear(hidden, d_model)
+
+    def attend(self, x, keep):
+        B, S, C = x.shape
+        q, k, v = (t.view(B, S, self.n_heads, -1).transpose(1, 2) for t in self.qkv(x).chunk(3, dim=-1))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(C // self.n_heads)  # (B, H, S, S)
+        if keep is not None:
+            scores = scores.masked_fill(~keep[:, None, None, :], float("-inf"))
+        return self.out((scores.softmax(-1) @ v).transpose(1, 2).reshape(B, S, C))
+
+    def forward(self, x, padding_mask=None):
+        x = self.norm1(x + self.attend(x, padding_mask))
+        return self.norm2(x + self.fc2(torch.relu(self.fc1(x))))
+
+
+def test_the_model_is_built_from_the_layer_classes_given_and_runs_them():
+    config = ed.Seq2SeqConfig.tiny()
+    torch.manual_seed(0)
+    ours = ed.EncoderDecoderTransformer(config)
+    torch.manual_seed(0)
+    theirs = ed.EncoderDecoderTransformer(config, encoder_layer=_OwnEncoderLayer)
+    assert all(type(layer) is _OwnEncoderLayer for layer in theirs.encoder.layers)
+    assert type(theirs.decoder.layers[0]) is type(ours.decoder.layers[0])  # the course's decoder layer
+    # The same weights under the learner's names: the same logits, so the model runs the given layers as they are.
+    names = {"self_attn.qkv": "qkv", "self_attn.out_proj": "out", "mlp.fc1": "fc1", "mlp.fc2": "fc2"}
+    state = {}
+    for key, value in ours.state_dict().items():
+        for old, new in names.items():
+            key = key.replace(f".{old}.", f".{new}.") if key.startswith("encoder.") else key
+        state[key] = value
+    theirs.load_state_dict(state)
+    src, labels = rt.reversal_batch(["4071", "95", "123456"])
+    tgt = ed.shift_right(labels, rt.BOS_ID)
+    with torch.no_grad():
+        assert torch.allclose(theirs(src, tgt), ours(src, tgt), atol=1e-5)
+        assert torch.equal(ed.greedy_decode(theirs, src), ed.greedy_decode(ours, src))
+    history = ed.train(theirs, rt.ReversalTask.tiny(), ed.TrainConfig(steps=20, warmup=5, log_every=5), progress=False)
+    assert history["losses"][-1] < history["losses"][0]
+
+
+def test_the_decoder_layer_class_given_is_the_one_that_runs():
+    class Counting(DecoderLayer):
+        calls = 0
+
+        def forward(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().forward(*args, **kwargs)
+
+    model = ed.EncoderDecoderTransformer(ed.Seq2SeqConfig.tiny(), decoder_layer=Counting)
+    src, labels = rt.reversal_batch(["12"])
+    model(src, ed.shift_right(labels, rt.BOS_ID))
+    assert Counting.calls == model.config.n_layers

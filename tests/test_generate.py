@@ -29,6 +29,7 @@ def test_top_p_keeps_the_token_that_crosses_p():
     assert kept(0.6) == [False, True, False, True]  # 0.5 < 0.6, 0.75 >= 0.6: the crossing token stays
     assert kept(0.8) == [False, True, True, True]
     assert kept(0.01) == [False, True, False, False]  # the top token always stays
+    assert kept(0.0) == [False, True, False, False]  # p = 0 too
     assert kept(1.0) == [True, True, True, True]
 
 
@@ -64,7 +65,17 @@ def test_top_p_leaves_its_input_alone_and_keeps_other_dims():
     assert torch.equal(out[1, 2], top_p_filter(logits[1, 2], 0.7))
 
 
-@pytest.mark.parametrize("p", [0.0, -0.1, 1.5, float("nan")])
+@pytest.mark.parametrize("vocab", [2, 7, 50])
+def test_top_p_zero_keeps_only_the_top_token_as_hugging_faces_warper_does(vocab):
+    logits = 3 * torch.randn(5, vocab, generator=torch.Generator().manual_seed(vocab))
+    theirs = TopPLogitsWarper(top_p=0.0)(None, logits.clone())
+    kept = torch.isfinite(top_p_filter(logits, 0.0))
+    assert torch.equal(kept, torch.isfinite(theirs))
+    assert kept.sum(dim=-1).tolist() == [1] * 5 and kept.gather(-1, logits.argmax(-1, keepdim=True)).all()
+    assert torch.equal(top_p_filter(logits, 0.0)[kept], logits[kept])  # the kept logit as it was
+
+
+@pytest.mark.parametrize("p", [-0.1, -1e-9, 1.5, float("nan")])
 def test_top_p_rejects_p_outside_0_1(p):
     with pytest.raises(ValueError, match="p must be in"):
         top_p_filter(torch.randn(1, 5), p)

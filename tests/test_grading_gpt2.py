@@ -81,7 +81,7 @@ def top_p_filter(logits, p):
     probs = torch.softmax(logits, dim=-1)
     sorted_probs, order = probs.sort(dim=-1, descending=True)
     above = sorted_probs.cumsum(dim=-1) - sorted_probs
-    drop_sorted = above >= p
+    drop_sorted = (above >= p) & (torch.arange(above.shape[-1]) > 0)  # the first, most probable, always stays
     drop = drop_sorted.scatter(-1, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
 """
@@ -125,7 +125,6 @@ _TRANSPOSE = "        if transpose:\n            source = source.t()\n"
 _COPY = "    with torch.no_grad():\n        for param, source in todo:\n            param.copy_(source)\n"
 _RAISE = '            raise ValueError(f"{key}: {tuple(state_dict[key].shape)} does not fit {ours}")\n'
 _TOTAL = "    total = vocab_size * C + context_length * C + n_layers * block + layer_norm\n"
-_DROP = "    drop_sorted = above >= p\n"
 _MASK = "    allowed = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)\n"
 _WARM = "        return max_lr * (step + 1) / warmup_steps\n"
 _DECAY = "    return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)\n"
@@ -402,23 +401,34 @@ MISTAKES = [
     # top_p_filter
     mistake(
         TOP_P,
-        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n    drop_sorted = above >= p\n",
-        "    drop_sorted = sorted_probs.cumsum(dim=-1) > p\n",
+        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n"
+        "    drop_sorted = (above >= p) & (torch.arange(above.shape[-1]) > 0)",
+        "    drop_sorted = sorted_probs.cumsum(dim=-1) > p",
         ("across p was dropped", "(cumsum - probs) >= p"),
         id="top-p-drops-the-crossing-token",
     ),
     mistake(
         TOP_P,
-        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n    drop_sorted = above >= p\n",
-        "    drop_sorted = sorted_probs.cumsum(dim=-1) > p\n    drop_sorted[..., 1:] = drop_sorted[..., :-1].clone()\n",
+        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n"
+        "    drop_sorted = (above >= p) & (torch.arange(above.shape[-1]) > 0)",
+        "    drop_sorted = sorted_probs.cumsum(dim=-1) > p\n    drop_sorted[..., 1:] = drop_sorted[..., :-1].clone()",
         "top token is always kept",
         id="top-p-top-token-not-kept",
+    ),
+    mistake(
+        TOP_P,
+        "(above >= p) & (torch.arange(above.shape[-1]) > 0)",
+        "above >= p",
+        ("with p = 0 every token became -inf", "top token is always kept"),
+        id="top-p-top-token-dropped-at-p-0",
     ),
     mistake(TOP_P, "descending=True", "descending=False", "ascending", id="top-p-sorted-ascending"),
     mistake(
         TOP_P,
         "    probs = torch.softmax(logits, dim=-1)\n    sorted_probs, order = probs.sort(dim=-1, descending=True)\n"
-        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n    drop_sorted = above >= p\n"
+        "    above = sorted_probs.cumsum(dim=-1) - sorted_probs\n"
+        "    drop_sorted = (above >= p) & (torch.arange(above.shape[-1]) > 0)"
+        "  # the first, most probable, always stays\n"
         "    drop = drop_sorted.scatter(-1, order, drop_sorted)\n",
         "    probs = torch.softmax(logits, dim=0)\n    sorted_probs, order = probs.sort(dim=0, descending=True)\n"
         "    above = sorted_probs.cumsum(dim=0) - sorted_probs\n    drop_sorted = above >= p\n"
@@ -728,8 +738,11 @@ def test_top_p_cases_stay_clear_of_rounding():
         probs = logits.softmax(-1).sort(-1, descending=True).values
         totals = probs.cumsum(-1)
         assert (totals - p).abs().min() > 1e-4, (shape, p)
+        if p == 0:  # only the top token stays: nothing crosses
+            continue
         crossing = (totals - probs < p) & (totals >= p)
         assert crossing[..., 1:].any(), (shape, p)  # some row's crossing token is not its top token
+    assert [c for c in gpt2_generation._TOP_P_CASES if c[1] == 0], "a visible case with p = 0"
 
 
 def test_some_visible_top_p_case_has_a_top_token_above_p():

@@ -87,10 +87,15 @@ def test_a_wrong_lesson_06_block_runs_on_the_courses_block_and_says_why(tmp_path
     assert post_ln != code
     earlier = {EARLIER[0]: _solved_earlier(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
     nb = _run(tmp_path, monkeypatch, earlier, small=True)
-    banner = _printed(nb, "trained = with_your_answers(")
-    assert banner.startswith("Running your `MultiHeadAttention` (lesson 05); your `FeedForward` (lesson 06); "), banner
-    assert "the course's `TransformerBlock` (lesson 06: its visible check says:" in banner
-    assert banner.strip().endswith("your `GPT` (lesson 09)."), banner  # theirs, on the course's block
+    # The course's block holds the course's attention and feed-forward: the banner names only what runs.
+    first, second = _printed(nb, "trained = with_your_answers(").strip().splitlines()
+    assert first.startswith("Running the course's `TransformerBlock` (lesson 06: its visible check says: "), first
+    assert first.endswith("); your `GPT` (lesson 09).")  # theirs, on the course's block
+    assert ".)." not in first and ".);" not in first, first  # a reason inside parentheses ends without its stop
+    assert second == (
+        "Not running your `MultiHeadAttention` (lesson 05), `FeedForward` (lesson 06): the course's "
+        "`TransformerBlock` is built from the course's classes."
+    )
     assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
 
 
@@ -104,13 +109,13 @@ def test_a_wrong_gpt_runs_the_courses_gpt_on_the_courses_classes_and_says_why(tm
     (check,) = [c for c in nb.cells if c.cell_type == "code" and "check_GPT(GPT)" in c.source]
     (error,) = [o for o in check.outputs if o.output_type == "error"]
     assert "matrix of its own" in error.evalue  # the learner sees why in the visible check's output
-    banner = _printed(nb, "trained = with_your_answers(").strip()
-    built_on = "the course's `GPT` is built on the course's classes"
-    assert banner.startswith(
-        f"Running the course's `MultiHeadAttention` (lesson 05: {built_on}); the course's `FeedForward`, "
-        f"`TransformerBlock` (lesson 06: {built_on}); the course's `GPT` (lesson 09: its visible check says: "
-    ), banner
-    assert "matrix of its own" in banner, banner
+    first, second = _printed(nb, "trained = with_your_answers(").strip().splitlines()
+    assert first.startswith("Running the course's `GPT` (lesson 09: its visible check says: "), first
+    assert "matrix of its own" in first and ".)." not in first and ".);" not in first, first
+    assert second == (
+        "Not running your `MultiHeadAttention` (lesson 05), `FeedForward`, `TransformerBlock` (lesson 06): the "
+        "course's `GPT` is built from the course's classes."
+    )
     assert re.search(r"the course's GPT: [\d,]+ parameters", _printed(nb, "gpt = Model(V, block_size"))
     assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
     # The ladder is built from the earlier lessons' classes, which passed: still the learner's.

@@ -1,13 +1,17 @@
-"""The README's first command: `make lab` opens the learner's copies of the lessons in work/, without nbgrader's
-instructor tools; `make lab-instructor` opens the nbgrader course root with them."""
+"""The README's first command: `make lab` opens the learner's copies of the lessons in work/, on lesson 00, without
+nbgrader's instructor tools and without JupyterLab's "Jupyter news" question; `make lab-instructor` opens the
+nbgrader course root with those tools."""
 
 from __future__ import annotations
 
+import http.client
 import json
+import re
 import shutil
 import socket
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +28,38 @@ pytestmark = [
     pytest.mark.skipif(not (ROOT / ".venv" / ".installed").exists(), reason="needs the Makefile's .venv (make test)"),
 ]
 FORMGRADER_LOADED = "nbgrader.server_extensions.formgrader | extension was successfully loaded"
+LEARNER = ROOT / "jupyter" / "learner"
+FIRST_LESSON = "00_welcome/00_welcome.ipynb"
+NEWS = "@jupyterlab/apputils-extension:announcements"  # asks whether to fetch Jupyter's news, then fetches it
+
+
+def test_the_learners_settings_open_lesson_00_and_switch_off_the_news_question():
+    server = json.loads((LEARNER / "jupyter_server_config.json").read_text())
+    assert server["LabApp"]["default_url"] == f"/lab/tree/{FIRST_LESSON}"
+    assert (ROOT / "notebooks" / "release" / FIRST_LESSON).is_file()  # what the workspace copies into work/
+    page = json.loads((LEARNER / "labconfig" / "page_config.json").read_text())
+    assert page["disabledExtensions"] == {"@jupyter/nbgrader": True, NEWS: True}
+
+
+def _landing(url: str) -> str:
+    """Where the server sends a browser that asks for its root (the page `jupyter lab` opens)."""
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", "/")
+        response = connection.getresponse()
+        return urllib.parse.urlsplit(response.getheader("Location") or "").path if response.status in (301, 302) else ""
+    finally:
+        connection.close()
+
+
+def _page_config(url: str) -> dict:
+    """The configuration JupyterLab's page is served with (its disabled plugins among it)."""
+    with urllib.request.urlopen(f"{url}/lab", timeout=30) as response:
+        html = response.read().decode()
+    found = re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html, re.S)
+    assert found, "the /lab page carries no configuration"
+    return json.loads(found.group(1))
 
 
 def _free_port() -> int:
@@ -62,15 +98,17 @@ def _make(target: str, log: Path, *extra: str):
 
 def test_make_lab_opens_the_learners_copies_without_instructor_tools(tmp_path):
     work = tmp_path / "work"
-    mine = work / "00_welcome" / "00_welcome.ipynb"
+    mine = work / LESSONS[1] / f"{LESSONS[1]}.ipynb"  # lesson 00 stays the course's: it is where the lab opens
     mine.parent.mkdir(parents=True)
     mine.write_text("a learner's file: never overwritten", encoding="utf-8")
     with _make("lab", tmp_path / "lab.log", f"WORK={work}") as (url, listing):
         assert listing == LESSONS  # the server's root is work/: the lessons, nothing else
+        assert _landing(url) == f"/lab/tree/{FIRST_LESSON}"  # lesson 00 opens, not the Launcher
+        assert NEWS in _page_config(url)["disabledExtensions"]
         if CHROMIUM is not None:
             _shows_lessons_and_no_nbgrader(url)
     assert mine.read_text(encoding="utf-8") == "a learner's file: never overwritten"
-    for lesson in LESSONS[1:]:  # the student version, with the kernel's metadata (tests/test_lab_clean.py)
+    for lesson in [LESSONS[0], *LESSONS[2:]]:  # the student version, with the kernel's metadata (test_lab_clean.py)
         copy = read(work / lesson / f"{lesson}.ipynb")
         assert copy.cells == read(ROOT / "notebooks" / "release" / lesson / f"{lesson}.ipynb").cells
         assert copy.metadata["kernelspec"] == kernel_metadata()["kernelspec"]
@@ -84,26 +122,34 @@ PATIENCE_MS = 300_000  # backstop for what must appear: a busy machine draws the
 PLUGINS = "async () => { await window.jupyterapp.restored; return window.jupyterapp.listPlugins(); }"
 
 
-def _page(url: str, waiting_for: str, then_shown: str | None = None) -> tuple[list[str], str, list[str]]:
-    """In headless Chromium, once JupyterLab is restored and `waiting_for` is listed (and `then_shown` is shown):
-    the file browser's names, the page's text and the ids of the frontend plugins the app loaded."""
+def _page(
+    url: str, waiting_for: str | None, then_shown: str | None = None, path: str = "/lab"
+) -> tuple[list[str], str, list[str], list[str]]:
+    """In headless Chromium, at `path`, once JupyterLab is restored and `waiting_for` is listed in the file browser
+    (unless None) and `then_shown` is shown (a text, or a CSS selector when it starts with "."): the file browser's
+    names, the page's text, the ids of the frontend plugins the app loaded and the labels of the main area's tabs."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 900})
-            page.goto(f"{url}/lab")
+            page.goto(f"{url}{path}")
             page.wait_for_function("() => window.jupyterapp !== undefined", timeout=PATIENCE_MS)
             plugins = page.evaluate(PLUGINS)
-            page.locator(".jp-DirListing-item", has_text=waiting_for).wait_for(timeout=PATIENCE_MS)
+            if waiting_for is not None:
+                page.locator(".jp-DirListing-item", has_text=waiting_for).wait_for(timeout=PATIENCE_MS)
             if then_shown is not None:
-                page.get_by_text(then_shown, exact=True).first.wait_for(timeout=PATIENCE_MS)
+                shown = (
+                    page.locator(then_shown) if then_shown.startswith(".") else page.get_by_text(then_shown, exact=True)
+                )
+                shown.first.wait_for(timeout=PATIENCE_MS)
             names = page.locator(".jp-DirListing-itemName").all_inner_texts()
             body = page.locator("body").inner_text()
+            tabs = page.locator("#jp-main-dock-panel .lm-TabBar-tabLabel").all_inner_texts()
         finally:
             browser.close()
-    return [n.strip() for n in names], body, plugins
+    return [n.strip() for n in names], body, plugins, [t.strip() for t in tabs]
 
 
 def _nbgrader_plugins(plugins: list[str]) -> list[str]:
@@ -111,10 +157,14 @@ def _nbgrader_plugins(plugins: list[str]) -> list[str]:
 
 
 def _shows_lessons_and_no_nbgrader(url: str) -> None:
-    """The file browser lists the lessons; no nbgrader plugin was loaded, so no menu, sidebar or exchange error."""
-    names, body, plugins = _page(url, "04_attention")
+    """The file browser lists the lessons; opened where `make lab` opens it, the page shows lesson 00 alone (no
+    Launcher); neither nbgrader's plugins (no menu, sidebar or exchange error) nor the news question were loaded."""
+    names, body, plugins, _ = _page(url, "04_attention")
     assert sorted(names) == LESSONS
-    assert len(plugins) > 20 and _nbgrader_plugins(plugins) == [], plugins
+    title = ".jp-RenderedMarkdown h1:has-text('Lesson 00 — How this course works')"  # drawn, not only its tab
+    _, body, plugins, tabs = _page(url, None, then_shown=title, path=_landing(url))
+    assert tabs == ["00_welcome.ipynb"], tabs
+    assert len(plugins) > 20 and _nbgrader_plugins(plugins) == [] and NEWS not in plugins, plugins
     for instructor_tool in ("Nbgrader", "Create Assignment", "Error fetching courses", "Formgrader"):
         assert instructor_tool not in body
 
@@ -123,7 +173,9 @@ def test_make_lab_instructor_opens_the_course_root_with_nbgrader(tmp_path):
     with _make("lab-instructor", tmp_path / "lab.log") as (url, listing):
         assert {"source", "release", "nbgrader_config.py"} <= set(listing)
         if CHROMIUM is not None:
-            _, body, plugins = _page(url, "release", then_shown="Nbgrader")  # the menu the learner's lab must not show
+            _, body, plugins, _ = _page(
+                url, "release", then_shown="Nbgrader"
+            )  # the menu the learner's lab must not show
             assert "Nbgrader" in body and _nbgrader_plugins(plugins), plugins
     text = (tmp_path / "lab.log").read_text()
     # nbgrader's server extension found the course root and its config (it logs these problems otherwise).

@@ -79,3 +79,28 @@ def test_the_readme_table_row_agrees(entry):
 def test_an_unknown_lesson_is_named():
     with pytest.raises(KeyError, match="unknown lesson '99_x'"):
         manifest.lesson("99_x")
+
+
+def test_an_exercise_builds_on_exercises_of_its_lesson_or_of_earlier_ones():
+    seen: set[str] = set()
+    found = 0
+    for lesson in manifest.LESSONS:
+        for exercise in lesson.exercises:
+            unknown = [name for name in exercise.builds_on if name not in seen]
+            assert not unknown, f"{lesson.id} {exercise.name} builds on {unknown}, no earlier exercise's names"
+            found += len(exercise.builds_on)
+            seen.update(exercise.names)
+    assert found >= 4  # the block, the encoder layer and the GPT say what they are built from
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_the_earlier_lessons_a_lesson_runs_are_the_ones_its_your_code_calls_name(lesson):
+    """`your_lessons` decides whether the set-up cell offers Google Drive on Colab: it must be what the lesson reads."""
+    calls = [
+        re.findall(r'"(\d\d_\w+)"', call)
+        for cell in read(source_path(lesson)).cells
+        if cell.cell_type == "code"
+        for call in re.findall(r"your_code\(([^)]*)\)", cell.source)
+    ]
+    read_lessons = tuple(dict.fromkeys(lesson_id for call in calls for lesson_id in call))
+    assert read_lessons == manifest.lesson(lesson).your_lessons

@@ -103,8 +103,8 @@ def test_notebooks_are_found_next_to_the_running_one(tmp_path, monkeypatch):
     assert notebook_of(LESSONS[0]) == path
 
 
-def _lesson_09_gpt(edit: tuple[str, str] | None = None):
-    """Lesson 09's GPT answer cell as the instructor wrote it (an edit applied), run on the course's block."""
+def _lesson_09_gpt(edit: tuple[str, str] | None = None, block=blocks.TransformerBlock):
+    """Lesson 09's GPT answer cell as the instructor wrote it (an edit applied), run on `block`."""
     from tests.answers import run_cell
     from tests.nbtools import source_path
 
@@ -116,7 +116,7 @@ def _lesson_09_gpt(edit: tuple[str, str] | None = None):
     if edit is not None:
         assert edit[0] in code
         code = code.replace(*edit)
-    return run_cell(code, TransformerBlock=blocks.TransformerBlock)["GPT"]
+    return run_cell(code, TransformerBlock=block)["GPT"]
 
 
 def test_an_answer_of_the_running_notebook_is_kept_when_it_passes_and_the_banner_says_so(work):
@@ -126,30 +126,160 @@ def test_an_answer_of_the_running_notebook_is_kept_when_it_passes_and_the_banner
     for lesson in LESSONS:
         _save(work, solved(lesson), lesson)
     yours = load_your_code(*LESSONS)
-    mine = _lesson_09_gpt()
-    trained = add_answers(yours, "09_char_gpt", {"GPT": mine}, ("TransformerBlock",))
+    mine = _lesson_09_gpt(block=yours.TransformerBlock)  # as lesson 09 builds it: on the block your_code chose
+    trained = add_answers(yours, "09_char_gpt", {"GPT": mine})
     assert trained.GPT is mine and trained.yours("GPT") and trained.yours("TransformerBlock")
-    assert trained.banner(["TransformerBlock", "GPT"]) == (
-        "Running your `TransformerBlock` (lesson 06); your `GPT` (lesson 09)."
+    assert trained.choices["GPT"].uses == ("TransformerBlock",)
+    assert trained.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock", "GPT"]) == (
+        "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
+        "your `GPT` (lesson 09)."
     )
     assert "GPT" not in yours.choices  # `yours` itself is left as it was
     assert gpt.GPT is not mine
+    # A GPT whose code builds on another block than yours: your block is said not to run.
+    other = add_answers(yours, "09_char_gpt", {"GPT": _lesson_09_gpt(block=blocks.TransformerBlock)})
+    assert other.banner(["TransformerBlock", "GPT"]) == (
+        "Running your `GPT` (lesson 09).\nNot running your `TransformerBlock` (lesson 06): your `GPT` does not use it."
+    )
 
 
-def test_a_failing_answer_of_the_running_notebook_runs_the_reference_on_the_references(work):
+def test_a_failing_answer_of_the_running_notebook_runs_the_reference_and_leaves_out_the_classes_below(work):
     from course_lib import gpt
     from course_lib.workflow.your_code import add_answers
 
     for lesson in LESSONS:
         _save(work, solved(lesson), lesson)
     yours = load_your_code(*LESSONS)
-    untied = _lesson_09_gpt(("        self.lm_head.weight = self.tok_emb.weight", "        pass"))
-    trained = add_answers(yours, "09_char_gpt", {"GPT": untied}, ("FeedForward", "TransformerBlock"))
+    untied = _lesson_09_gpt(
+        ("        self.lm_head.weight = self.tok_emb.weight", "        pass"), yours.TransformerBlock
+    )
+    trained = add_answers(yours, "09_char_gpt", {"GPT": untied}, ("MultiHeadAttention", "FeedForward"))
     assert trained.GPT is gpt.GPT and not trained.yours("GPT")
     assert "matrix of its own" in trained.choices["GPT"].reason
-    assert trained.TransformerBlock is blocks.TransformerBlock and not trained.yours("TransformerBlock")
-    assert trained.yours("MultiHeadAttention")  # not named in built_on: left as it was
-    assert "the course's `GPT` is built on the course's classes" in trained.banner(["FeedForward", "TransformerBlock"])
-    assert yours.yours("TransformerBlock")  # `yours` itself is left as it was
+    banner = trained.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock", "GPT"])
+    first, second = banner.splitlines()
+    assert first.startswith("Running the course's `GPT` (lesson 09: its visible check says: ")
+    assert "matrix of its own" in first and not first.endswith(".).") and first.endswith(").")
+    assert "your `" not in first  # the course's GPT is built from the course's classes: none of yours runs
+    assert second == (
+        "Not running your `MultiHeadAttention` (lesson 05), `FeedForward`, `TransformerBlock` (lesson 06): the "
+        "course's `GPT` is built from the course's classes."
+    )
+    assert yours.yours("TransformerBlock") and trained.yours("TransformerBlock")  # they passed; they do not run
     graded = add_answers(yours, "09_char_gpt", {"GPT": _lesson_09_gpt()}, graded=True)
     assert graded.GPT is gpt.GPT and "graded runs" in graded.choices["GPT"].reason
+
+
+def _post_ln_block(lesson_06):
+    (code,) = [
+        c.source for c in lesson_06.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "TransformerBlock"
+    ]
+    wrong = code.replace("x = x + self.attn(self.ln1(x), mask)", "x = self.ln1(x + self.attn(x, mask))")
+    assert wrong != code
+    return with_answer(lesson_06, "TransformerBlock", wrong)
+
+
+def test_a_failing_block_runs_the_courses_block_and_the_banner_leaves_out_what_it_was_built_on(work):
+    """The course's block holds the course's attention and feed-forward: the banner names only what runs."""
+    _save(work, solved(LESSONS[0]), LESSONS[0])
+    _save(work, _post_ln_block(solved(LESSONS[1])), LESSONS[1])
+    yours = load_your_code(*LESSONS)
+    assert yours.yours("MultiHeadAttention") and yours.yours("FeedForward") and not yours.yours("TransformerBlock")
+    first, second = yours.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock"]).splitlines()
+    assert first.startswith("Running the course's `TransformerBlock` (lesson 06: its visible check says: "), first
+    assert first.endswith(").") and not first.endswith(".).") and "your" not in first.split("(lesson 06")[0]
+    assert second == (
+        "Not running your `MultiHeadAttention` (lesson 05), `FeedForward` (lesson 06): the course's "
+        "`TransformerBlock` is built from the course's classes."
+    )
+    # Listed on their own (lesson 09's ladder builds its models from them), they run.
+    assert yours.banner(["MultiHeadAttention", "FeedForward"]) == (
+        "Running your `MultiHeadAttention` (lesson 05); your `FeedForward` (lesson 06)."
+    )
+
+
+def test_a_block_that_does_not_use_your_feed_forward_is_said_not_to_run_it(work):
+    nb = solved(LESSONS[1])
+    (code,) = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "TransformerBlock"]
+    own_mlp = code.replace(
+        "self.mlp = FeedForward(d_model, d_hidden, dropout)", "self.mlp = ref.FeedForward(d_model, d_hidden, dropout)"
+    )
+    assert own_mlp != code
+    _save(work, solved(LESSONS[0]), LESSONS[0])
+    _save(work, with_answer(nb, "TransformerBlock", own_mlp), LESSONS[1])
+    yours = load_your_code(*LESSONS)
+    assert yours.yours("TransformerBlock") and yours.choices["TransformerBlock"].uses == ("MultiHeadAttention",)
+    assert yours.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock"]) == (
+        "Running your `MultiHeadAttention` (lesson 05); your `TransformerBlock` (lesson 06).\n"
+        "Not running your `FeedForward` (lesson 06): your `TransformerBlock` does not use it."
+    )
+
+
+def test_colabs_copies_are_found_in_a_flat_folder_and_the_newest_is_read(tmp_path, monkeypatch):
+    """Colab's "Save a copy in Drive" writes `Copy of <lesson>.ipynb`, then `Copy of <lesson> (1).ipynb`, ..."""
+    import os
+
+    from course_lib.workflow.your_code import find_notebook
+
+    drive = tmp_path / "MyDrive" / "Colab Notebooks"
+    drive.mkdir(parents=True)
+    monkeypatch.delenv("COURSE_WORK_DIR", raising=False)
+    monkeypatch.setenv("COURSE_DRIVE_DIR", str(drive))
+    here = tmp_path / "content"
+    here.mkdir()
+    assert find_notebook(LESSONS[0], here=here) is None
+    old = drive / f"Copy of {LESSONS[0]}.ipynb"
+    new = drive / f"Copy of {LESSONS[0]} (1).ipynb"
+    unrelated = [drive / f"Copy of {LESSONS[0]}x.ipynb", drive / f"{LESSONS[1]}.ipynb", drive / "notes.ipynb"]
+    for i, path in enumerate([old, new, *unrelated]):
+        nbformat.write(solved(LESSONS[0]), path)
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    os.utime(old, (2_000_000, 2_000_000))  # saved last
+    found = find_notebook(LESSONS[0], here=here)
+    assert found.path == old and found.copies == 2
+    os.utime(new, (3_000_000, 3_000_000))
+    assert find_notebook(LESSONS[0], here=here).path == new
+    yours = load_your_code(LESSONS[0], here=here)
+    assert yours.yours("MultiHeadAttention")
+    assert yours.banner(["MultiHeadAttention"]).splitlines()[1] == (
+        f"Lesson 05 read from Copy of {LESSONS[0]} (1).ipynb, the most recently saved of 2 copies in {drive}."
+    )
+    # A folder named by COURSE_WORK_DIR comes first; in it the layout of `make lab`'s work/ is found too.
+    work = tmp_path / "work"
+    mine = _save(work, solved(LESSONS[0]), LESSONS[0])
+    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
+    assert find_notebook(LESSONS[0], here=here).path == mine
+
+
+def test_a_lesson_not_found_says_in_one_line_what_to_do_here(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.delenv("COURSE_WORK_DIR", raising=False)
+    monkeypatch.delenv("COURSE_DRIVE_DIR", raising=False)
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    here = tmp_path / "work" / "09_char_gpt"
+    here.mkdir(parents=True)
+    laptop = load_your_code(*LESSONS, here=here).banner(["MultiHeadAttention", "TransformerBlock"])
+    first, advice = laptop.splitlines()
+    assert first == (
+        "Running the course's `MultiHeadAttention` (lesson 05: no saved notebook found); the course's "
+        "`TransformerBlock` (lesson 06: no saved notebook found)."
+    )
+    expected = [tmp_path / "work" / lesson / f"{lesson}.ipynb" for lesson in LESSONS]
+    assert advice == (
+        f"To run yours: save your notebook of lessons 05 and 06 as {expected[0]}, {expected[1]} "
+        "(`make lab` keeps your lessons there)."
+    )
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    unmounted = load_your_code(LESSONS[0], here=tmp_path).banner().splitlines()[-1]
+    assert unmounted.startswith("To run yours: let the set-up cell mount your Google Drive (its DRIVE_FOLDER")
+    drive = tmp_path / "MyDrive" / "Colab Notebooks"
+    drive.mkdir(parents=True)
+    monkeypatch.setenv("COURSE_DRIVE_DIR", str(drive))
+    mounted = load_your_code(LESSONS[0], here=tmp_path).banner().splitlines()[-1]
+    assert mounted == (
+        "To run yours: open lesson 05 in Colab, save your copy with File > Save a copy in Drive, write your answers "
+        f"there, and run this cell again (copies are looked for in {drive})."
+    )
+    assert "To run yours" not in load_your_code(LESSONS[0], here=tmp_path, graded=True).banner()

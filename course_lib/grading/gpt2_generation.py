@@ -3,10 +3,10 @@
 
 `top_p_filter` is compared token by token: which logits became -inf, and that the others are the input's. The
 cases' p values sit well away from every running total of their rows, so summing in another order cannot flip a
-token. Known mistakes recomputed and named: the token that crosses p dropped, the top token dropped when it
-alone exceeds p, an ascending sort, probabilities over the wrong axis, a running total of raw logits or of
-unsorted probabilities, p taken as a fraction of the vocabulary, 0 instead of -inf, probabilities or the sorted
-order returned.
+token; one case has p = 0, where only the top token stays. Known mistakes recomputed and named: the top token
+dropped at p = 0, the token that crosses p dropped, the top token dropped when it alone exceeds p, an ascending
+sort, probabilities over the wrong axis, a running total of raw logits or of unsorted probabilities, p taken as a
+fraction of the vocabulary, 0 instead of -inf, probabilities or the sorted order returned.
 
 `attend_with_cache` is checked in two parts: the returned cache (the new keys and values appended after the
 cached ones, along the positions) and the output (the new queries over all P + T keys, the causal triangle
@@ -55,6 +55,7 @@ _TOP_P_CASES: list = [
     ((3, 12), 0.8, 2.0, 1),
     ((2, 2, 9), 0.6, 3.0, 2),  # three rows whose top token alone exceeds p, one whose second token crosses it
     ((4, 16), 0.9, 1.0, 3),
+    ((3, 10), 0.0, 2.0, 4),  # p = 0: only the top token of each row stays
 ]
 
 
@@ -103,6 +104,11 @@ def _top_p_variants(logits: Tensor, p: float) -> list[Variant]:
         return _keep(s, torch.cumsum(probs, dim=-1) - probs < p)
 
     variants: list[Variant] = [
+        (
+            lambda: _keep(logits, _sorted_keep(logits, p, right)),
+            "with p = 0 every token became -inf: the top token is always kept, also when p = 0 (the 0 above it "
+            "is not less than 0), so never drop the first token of the sorted order.",
+        ),
         (
             lambda: _keep(logits, _sorted_keep(logits, p, lambda probs, total: total <= p)),
             "the token whose probability carries the running total across p was dropped; it is kept. Drop a token "

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 import tomllib
 from collections.abc import Callable, Iterator
@@ -55,7 +56,7 @@ SETUP_ID = "setup"
 SETUP_TEMPLATE = """\
 # Set-up: run this cell first. On Colab it installs the course package (keeping Colab's torch) and
 # clones the course with its data; on your own machine it only checks what is there.
-import sys
+{drive}import sys
 
 if "google.colab" in sys.modules:
     import os
@@ -70,7 +71,16 @@ if "google.colab" in sys.modules:
 {colab_packages}
 from course_lib.lesson import start_lesson
 
-start_lesson("{lesson}", data={data!r})"""
+start_lesson("{lesson}", data={data!r}{drive_argument})"""
+
+# For a lesson that runs the learner's classes of earlier lessons: on Colab those are in Google Drive.
+DRIVE_TEXT = (
+    "This lesson runs the answers you wrote in {lessons}. On Colab it reads them from {copies} in Google "
+    "Drive, in DRIVE_FOLDER: File > Save a copy in Drive puts them there, and Colab asks for your "
+    "permission to mount your Drive. Name another folder if yours are elsewhere; None: no Drive, the course's "
+    "classes run instead."
+)
+DRIVE_FOLDER = '"/content/drive/MyDrive/Colab Notebooks"'
 
 
 class CourseError(RuntimeError):
@@ -155,6 +165,23 @@ def _colab_packages(lesson: str) -> str:
     return COLAB_PACKAGES.format(packages=packages) if packages else ""
 
 
+def _drive(lesson: str) -> tuple[str, str]:
+    """The set-up cell's Drive lines and start_lesson's argument for them (none for a lesson that runs no earlier
+    lesson's answers)."""
+    try:
+        earlier = [lesson_id[:2] for lesson_id in manifest.lesson(lesson).your_lessons]
+    except KeyError:
+        return "", ""
+    if not earlier:
+        return "", ""
+    numbers = " and ".join(", ".join(earlier).rsplit(", ", 1))
+    lessons = f"lesson{'s' if len(earlier) > 1 else ''} {numbers}"
+    copies = "your copies of those lessons" if len(earlier) > 1 else "your copy of it"
+    text = DRIVE_TEXT.format(lessons=lessons, copies=copies)
+    comment = textwrap.fill(text, width=104, initial_indent="# ", subsequent_indent="# ")
+    return f"{comment}\nDRIVE_FOLDER = {DRIVE_FOLDER}\n", ", drive_folder=DRIVE_FOLDER"
+
+
 def _lesson_data(lesson: str) -> list[str]:
     """The data files the set-up cell of `lesson` makes sure are present (from the manifest)."""
     try:
@@ -183,8 +210,14 @@ def grade_id(cell) -> str | None:
 
 def setup_source(lesson: str, url: str) -> str:
     """The text of `lesson`'s set-up cell, which on Colab clones the repository at `url`."""
+    drive, drive_argument = _drive(lesson)
     return SETUP_TEMPLATE.format(
-        url=url, lesson=lesson, data=_lesson_data(lesson), colab_packages=_colab_packages(lesson)
+        url=url,
+        lesson=lesson,
+        data=_lesson_data(lesson),
+        colab_packages=_colab_packages(lesson),
+        drive=drive,
+        drive_argument=drive_argument,
     )
 
 

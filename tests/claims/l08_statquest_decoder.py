@@ -109,8 +109,9 @@ def sq_counts(nb):
     text = output(nb, COUNTS)
     counts = {word: int(n) for word, n in re.findall(r"(?m)^(\S+)\s+(\d+)$", text)}
     require(sum(counts.values()) == 30, f"30 seeds counted: {counts}")
-    require(max(counts, key=counts.get) == "is", f"'is' is the most common choice: {counts}")
-    require("<EOS>" in counts and "what" in counts, f"other seeds read <EOS> or the first word: {counts}")
+    require(set(counts) == {"what", "is", "statquest", "<EOS>"}, f"every word of the question is chosen: {counts}")
+    rest = max(counts["what"], counts["statquest"])
+    require(counts["is"] > counts["<EOS>"] > rest, f"'is' most often, then <EOS>, then a few each: {counts}")
 
 
 def sq_bug(nb):
@@ -197,11 +198,14 @@ CLAIMS = [
         ],
     ),
     Claim(
-        "over the 30 seeds 'is' is the most common choice; other seeds read their own <EOS> or the first word",
+        "over the 30 seeds the most common choice is 'is'; next comes the <EOS> itself, and a few seeds each read "
+        "'what' or 'statquest': every word of the question is some seed's choice",
         sq_counts,
         [
             Break(ORDER, COUNTS, r"(?m)^is(\s+)\d+$", r"is\g<1>2"),
+            Break(ORDER, COUNTS, r"(?m)^(is\s+)(\d+)\n(<EOS>\s+)(\d+)$", r"\g<1>\g<4>\n\g<3>\g<2>"),
             Break(MEMBERS, COUNTS, r"(?m)^<EOS>(\s+\d+)$", r"statquest\g<1>"),
+            Break(MEMBERS, COUNTS, r"(?m)^what(\s+\d+)$", r"awesome\g<1>"),
         ],
     ),
     Claim(
