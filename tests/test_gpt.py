@@ -61,6 +61,9 @@ def test_sdpa_computes_the_same_logits():
     fast.load_state_dict(plain.state_dict())
     idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
     assert torch.allclose(plain(idx)[0], fast(idx)[0], atol=1e-5)
+    assert all(b.attn.use_sdpa for b in fast.blocks) and not any(b.attn.use_sdpa for b in plain.blocks)
+    # The maps always come from the explicit path (SDPA never forms the weights): the same maps either way.
+    assert torch.allclose(attention_maps(fast.eval(), idx), attention_maps(plain.eval(), idx), atol=1e-6)
 
 
 def test_another_block_class_builds_the_same_model():

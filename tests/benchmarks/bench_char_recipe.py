@@ -65,9 +65,9 @@ from pathlib import Path
 
 import torch
 
-from course_lib import char_train as ct
-from course_lib.char_gpt import CharGPT
 from course_lib.data import data_path
+from tests.benchmarks import char_recipe as ct
+from tests.char_gpt import CharGPT
 
 TARGET = 1.88  # nanoGPT README: "gets us a loss of only 1.88" for this CPU run
 EVAL_WINDOWS = 200 * 12  # nanoGPT's config: eval_iters=200 batches of 12, here as single windows of 64
