@@ -10,7 +10,7 @@
     TrainConfig, train(model, config, on_log=...)      the loop itself (TrainConfig: train_setup, re-exported)
     time_the_loop(model, config)   a few steps of the loop, timed, and the model put back: what plans a run
 
-`train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (GPT-2, the CharGPT of lesson 09).
+`train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (lesson 09's GPT, GPT-2).
 One optimizer step is `training_step`: `grad_accum_steps` micro-batches, each forward under autocast (bf16 /
 fp16 / fp32 chosen from the device, see train_setup), loss / accum backward (through a GradScaler for fp16),
 gradient clipping, AdamW at the schedule's learning rate. Every step is logged with tokens/s and MFU;
@@ -42,12 +42,12 @@ from torch import nn
 from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from course_lib.generate import sample_next_token
-from course_lib.train_data import ShardLoader, rank_batch, read_header
+from course_lib.train_data import ShardLoader, rank_batch
 from course_lib.train_setup import PEAK_FLOPS, TrainConfig, gpu_model, peak_flops  # re-exported
 
 # rank_batch is lesson 11's third exercise, re-exported from train_data (see the docstring).
 __all__ = ["PEAK_FLOPS", "TrainConfig", "cosine_lr", "estimate_mfu", "grad_accum_steps", "peak_flops", "rank_batch"]
-__all__ += ["evaluate", "gpu_model", "main", "sample", "time_the_loop", "train", "training_step"]
+__all__ += ["evaluate", "gpu_model", "sample", "time_the_loop", "train", "training_step"]
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -371,21 +371,7 @@ def _encoding(header: dict):
     return gpt2_encoding()
 
 
-def main(argv: list[str] | None = None) -> list[dict] | None:
-    """``python -m course_lib.train prepare | run [flags]`` (see course_lib.train_cli); returns the records."""
-    from course_lib import train_cli
+if __name__ == "__main__":  # python -m course_lib.train: the command line, which course_lib.train_cli owns
+    from course_lib.train_cli import main
 
-    args = train_cli.parse_args(argv, TrainConfig)
-    if args.command == "prepare":
-        print(f"prepared {train_cli.prepare(args)}")
-        return None
-    data_dir = train_cli.data_dir_for(args)
-    config = TrainConfig(data_dir=str(data_dir), **train_cli.settings(args, TrainConfig))
-    torch.manual_seed(config.seed)  # the same initial weights every time, so runs can be compared
-    model = train_cli.build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)
-    with train_cli.json_log(args.log) as on_log:
-        return train(model, config, on_log=on_log, resume=args.resume)
-
-
-if __name__ == "__main__":
     main()
