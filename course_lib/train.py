@@ -42,12 +42,12 @@ from torch import nn
 from course_lib import _checks, train_setup
 from course_lib.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from course_lib.generate import sample_next_token
-from course_lib.train_data import ShardLoader, rank_batch
+from course_lib.train_data import ShardLoader, rank_batch, read_header
 from course_lib.train_setup import PEAK_FLOPS, TrainConfig, gpu_model, peak_flops  # re-exported
 
 # rank_batch is lesson 11's third exercise, re-exported from train_data (see the docstring).
 __all__ = ["PEAK_FLOPS", "TrainConfig", "cosine_lr", "estimate_mfu", "grad_accum_steps", "peak_flops", "rank_batch"]
-__all__ += ["evaluate", "gpu_model", "sample", "time_the_loop", "train", "training_step"]
+__all__ += ["evaluate", "gpu_model", "main", "sample", "time_the_loop", "train", "training_step"]
 
 # ------------------------------------------------------------------------------------------------------------
 # The three formulas of the lessons
@@ -371,7 +371,22 @@ def _encoding(header: dict):
     return gpt2_encoding()
 
 
-if __name__ == "__main__":  # python -m course_lib.train: the command line, which course_lib.train_cli owns
-    from course_lib.train_cli import main
+def main(argv: list[str] | None = None) -> list[dict] | None:
+    """``python -m course_lib.train prepare | run [flags]``: course_lib.train_cli reads the command line into one
+    TrainConfig; this builds its model (seeded: the same initial weights every time, so runs can be compared) and
+    trains it. Returns the records (None after `prepare`)."""
+    from course_lib import train_cli
 
+    command = train_cli.read_command_line(argv)
+    if command is None:
+        return None
+    config = command.config
+    torch.manual_seed(config.seed)
+    vocab_size = read_header(config.data_dir)["vocab_size"]
+    model = train_setup.build_model(config.model, vocab_size, config.seq_len, config.dropout)
+    with train_cli.json_log(command.log) as on_log:
+        return train(model, config, on_log=on_log, resume=command.resume)
+
+
+if __name__ == "__main__":
     main()

@@ -1,6 +1,7 @@
-"""Lesson 11 — the command line of the training loop, ``python -m course_lib.train``: this module owns it (the
-parser, the --smoke preset, `main`); what a run does is in one TrainConfig (course_lib.train_setup), the model
-preset and its dropout included, with one --flag per setting.
+"""Lesson 11 — the command line of the training loop, ``python -m course_lib.train``: this module reads it (the
+parser, the --smoke preset, the data folder) into one TrainConfig (course_lib.train_setup), the model preset and its
+dropout included, with one --flag per setting; course_lib.train's `main`, which this module does not import, runs
+the TrainConfig it returns.
 
     python -m course_lib.train prepare                    Tiny Shakespeare -> shards (offline)
     python -m course_lib.train prepare --dataset fineweb-edu --max-documents 100000     (online)
@@ -21,14 +22,12 @@ import contextlib
 import dataclasses
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from course_lib.data import cache_dir
-from course_lib.train import train
-from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare, read_header
-from course_lib.train_setup import TrainConfig, build_model
+from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare
+from course_lib.train_setup import TrainConfig
 
 HUB_DATASETS = {  # name -> (Hugging Face path, configuration)
     "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT"),
@@ -42,19 +41,24 @@ def default_data_dir(dataset: str) -> Path:
     return cache_dir() / "shards" / dataset
 
 
-def main(argv: list[str] | None = None) -> list[dict] | None:
-    """``python -m course_lib.train prepare | run [flags]``: prepare the data, or build the run's TrainConfig, its
-    model (seeded: the same initial weights every time) and train it; returns the run's log records."""
+@dataclass(frozen=True)
+class Command:
+    """What a `run` command line asks for: the run's settings, all in one TrainConfig, and how to start it."""
+
+    config: TrainConfig
+    resume: bool = False  # continue from config.checkpoint_path if it exists
+    log: Path | None = None  # also append the JSON log records to this file
+
+
+def read_command_line(argv: list[str] | None = None) -> Command | None:
+    """``prepare | run [flags]``: `prepare` prepares the data here and returns None; `run` returns the Command, its
+    data folder prepared first when it is Tiny Shakespeare's (offline, a few seconds)."""
     args = parse_args(argv)
     if args.command == "prepare":
         print(f"prepared {prepare(args)}")
         return None
-    data_dir = data_dir_for(args)
-    config = TrainConfig(data_dir=str(data_dir), **settings(args))
-    torch.manual_seed(config.seed)  # the same initial weights every time, so runs can be compared
-    model = build_model(config.model, read_header(data_dir)["vocab_size"], config.seq_len, config.dropout)
-    with json_log(args.log) as on_log:
-        return train(model, config, on_log=on_log, resume=args.resume)
+    config = TrainConfig(data_dir=str(data_dir_for(args)), **settings(args))
+    return Command(config, resume=args.resume, log=args.log)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

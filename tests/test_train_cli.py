@@ -1,5 +1,5 @@
-"""`python -m course_lib.train` (course_lib.train_cli.main): prepare data, train GPT2 presets, log, resume; the run's
-one TrainConfig, model preset and dropout included."""
+"""`python -m course_lib.train` (course_lib.train.main, with the command line read by train_cli): prepare data, train
+GPT2 presets, log, resume; the run's one TrainConfig, model preset and dropout included."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 
 from course_lib.checkpoint import load_checkpoint
 from course_lib.gpt2 import GPT2
-from course_lib.train_cli import main
+from course_lib.train import main
+from course_lib.train_cli import SMOKE, Command, read_command_line
 from course_lib.train_setup import TrainConfig, build_model
 from tests.train_helpers import make_shards
 
@@ -52,6 +53,16 @@ def test_a_run_logs_json_lines_and_resumes(tmp_path, capsys):
     assert (saved["model"], saved["dropout"]) == ("tiny", 0.0) and "extra" not in saved
     with pytest.raises(ValueError, match="cannot resume exactly.*dropout: 0.0 -> 0.1"):
         main([*args, "--max-steps", "4", "--resume", "--dropout", "0.1"])
+
+
+def test_the_command_line_is_read_into_one_config(tmp_path):
+    data = make_shards(tmp_path / "data")
+    command = read_command_line(["run", "--smoke", "--data-dir", str(data), "--dropout", "0.1", "--resume"])
+    expected = TrainConfig(data_dir=str(data), dropout=0.1, **SMOKE)  # the --smoke preset, then the flags given
+    assert command == Command(expected, resume=True, log=None)
+    flags = ["run", "--data-dir", str(data), "--model", "gpt2-medium", "--max-steps", "70", "--compile"]
+    config = read_command_line(flags).config
+    assert (config.model, config.max_steps, config.compile, config.dropout) == ("gpt2-medium", 70, True, 0.0)
 
 
 def test_the_model_and_its_dropout_are_settings_of_the_run(tmp_path, capsys):
