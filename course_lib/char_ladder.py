@@ -121,7 +121,9 @@ class LadderGPT(GPT):
     """Lesson 09's GPT — its forward pass — with the parts of `rung` switched on: forward(idx (B, T), targets
     (B, T) or None) -> (logits (B, T, V), mean cross-entropy or None), as every model of lesson 09. `tok_emb`,
     `pos_emb`, `drop` (rung.dropout), the LadderBlocks, `ln_f` (a LayerNorm, or nothing) and an untied `lm_head`
-    (see the module docstring). Its blocks keep no KV cache."""
+    (see the module docstring)."""
+
+    new_cache = None  # its blocks keep no KV cache: generation recomputes the window (course_lib.generate)
 
     def __init__(self, vocab_size: int, context_length: int, rung: Rung, parts: Parts = Parts()) -> None:
         _checks.positive_ints(vocab_size=vocab_size, context_length=context_length)

@@ -190,8 +190,10 @@ class ModernGPT(GPT):
     `blocks` (ModernBlock), `ln_f` (LayerNorm or RMSNorm) and `lm_head`, tied to `tok_emb` unless
     `tie_weights=False`. idx (B, T) long -> (logits (B, T, V), the mean cross-entropy over all positions when
     `targets` (B, T) are given, else None). `parts`: whose implementations of lesson 12's exercises it runs
-    (`ModernParts`; the course's by default). Its blocks keep no KV cache.
+    (`ModernParts`; the course's by default).
     """
+
+    new_cache = None  # its blocks keep no KV cache: generation recomputes the window (course_lib.generate)
 
     def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
         nn.Module.__init__(self)  # GPT's parts, chosen by the switches (GPT.__init__ would build lesson 09's)

@@ -31,6 +31,7 @@ def test_gpt2_switches_give_lesson_09s_gpt_name_for_name_and_weight_for_weight()
     torch.manual_seed(0)
     ours = init_gpt2(ModernGPT(_config()))
     assert isinstance(ours, gpt.GPT) and type(ours).forward is gpt.GPT.forward  # one forward pass, lesson 09's
+    assert ours.new_cache is None  # its blocks keep no KV cache: it offers none (generate recomputes)
     assert list(theirs.state_dict()) == list(ours.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True))
     idx = _idx()
