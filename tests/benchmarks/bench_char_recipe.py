@@ -1,4 +1,5 @@
-"""Lesson 09's CPU recipe (`FAST_CPU`) against nanoGPT's own train.py on Tiny Shakespeare (a script, not a test).
+"""A CPU recipe for a character GPT (`FAST_CPU`, tests/benchmarks/char_recipe.py) against nanoGPT's own train.py
+on Tiny Shakespeare (a script, not a test).
 
     # the comparison with the real peer: nanoGPT's train.py from a checkout, run as it is (its code is never
     # copied into this repository), interleaved with the recipe, each side at each candidate thread count
