@@ -6,7 +6,8 @@
     Rung         one row of the ladder: which parts are on, and how large the model is
     LADDER       the lesson's rows, from a bigram model to a wider GPT with dropout
     LadderBlock  attention, then feed-forward, each optionally behind a LayerNorm and inside a residual connection
-    LadderGPT    token + position embeddings -> n_layers LadderBlocks -> (final LayerNorm) -> head
+    LadderGPT    lesson 09's GPT (course_lib.gpt), its forward pass, with a rung's parts: token + position
+                 embeddings -> n_layers LadderBlocks -> (final LayerNorm) -> head
 
 With every part on (`LADDER[-2]`), a LadderGPT computes what lesson 09's GPT computes, except for one thing: its
 head is a matrix of its own, not tied to the token embedding. Tying makes the bigram row's logits a symmetric
@@ -24,11 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.blocks import FeedForward, layer_norm
+from course_lib.gpt import GPT
 from course_lib.multihead import MultiHeadAttention
 
 __all__ = ["LADDER", "LadderBlock", "LadderGPT", "LayerNorm", "Parts", "Rung"]
@@ -116,13 +117,17 @@ class LadderBlock(nn.Module):
         return x
 
 
-class LadderGPT(nn.Module):
-    """A GPT with the parts of `rung` switched on. forward(idx (B, T), targets (B, T) or None) -> (logits
-    (B, T, V), mean cross-entropy or None), as every model of lesson 09."""
+class LadderGPT(GPT):
+    """Lesson 09's GPT — its forward pass — with the parts of `rung` switched on: forward(idx (B, T), targets
+    (B, T) or None) -> (logits (B, T, V), mean cross-entropy or None), as every model of lesson 09. `tok_emb`,
+    `pos_emb`, `drop` (rung.dropout), the LadderBlocks, `ln_f` (a LayerNorm, or nothing) and an untied `lm_head`
+    (see the module docstring)."""
+
+    new_cache = None  # its blocks keep no KV cache: generation recomputes the window (course_lib.generate)
 
     def __init__(self, vocab_size: int, context_length: int, rung: Rung, parts: Parts = Parts()) -> None:
-        super().__init__()
         _checks.positive_ints(vocab_size=vocab_size, context_length=context_length)
+        nn.Module.__init__(self)  # GPT's parts, switched by the rung (GPT.__init__ would build lesson 09's)
         self.rung, self.context_length = rung, context_length
         C = rung.d_model
         self.tok_emb = nn.Embedding(vocab_size, C)
@@ -131,15 +136,3 @@ class LadderGPT(nn.Module):
         self.blocks = nn.ModuleList(LadderBlock(rung, parts) for _ in range(rung.n_layers))
         self.ln_f = LayerNorm(C, parts.layer_norm) if rung.layer_norm else nn.Identity()
         self.lm_head = nn.Linear(C, vocab_size, bias=False)  # untied: see the module docstring
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        T = idx.shape[1]
-        if idx.shape[1] > self.context_length:
-            raise ValueError(f"idx has T={T} positions, more than the model's context_length {self.context_length}")
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(torch.arange(T, device=idx.device)))  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())

@@ -10,7 +10,7 @@
     estimate_loss        mean loss over a few random batches of each split, in eval mode, without gradients
     CharLSTM             the recurrent baseline: embedding -> nn.LSTM -> linear head, same (logits, loss) API
 
-Every model here has the interface of `course_lib.char_gpt.CharGPT`: forward(idx, targets=None) returns
+Every model here has the interface of lesson 09's `course_lib.gpt.GPT`: forward(idx, targets=None) returns
 (logits (B, T, V), mean cross-entropy or None), so one training loop and one `generate` serve all three.
 
 Shape legend: B batch, T time (T <= block_size), C channels, V vocab_size, N length of the id sequence.
@@ -132,7 +132,7 @@ class CharLSTM(nn.Module):
 
     Position t sees characters 0..t through the recurrent state, which has to be computed one step after the
     other — what the transformer removes. forward(idx (B, T), targets) -> (logits (B, T, V), loss or None).
-    `block_size` only limits the context `generate` keeps, as for CharGPT.
+    `block_size` only limits the context `generate` keeps, as for the GPT.
     """
 
     def __init__(self, vocab_size: int, block_size: int, d_embed: int = 64, hidden: int = 256, n_layers: int = 1):

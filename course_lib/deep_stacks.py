@@ -5,9 +5,9 @@
     depth_statistics          post-LN vs pre-LN stacks of TransformerBlocks at initialisation: the size of the
                               residual stream after each block, and the gradient each block's parameters get
     copy_task_batch           a small task to train on: a random first half, then the same tokens again
-    StackLM                   embeddings, a post-LN or pre-LN stack of TransformerBlocks, a linear read-out
-    warmup_lr                 a linear learning-rate warm-up, then a constant rate
-    train_stack               train a StackLM on the copy task with Adam, with or without warm-up: the loss of
+    StackLM                   lesson 09's GPT over a post-LN or pre-LN stack of TransformerBlocks, untied read-out
+    train_stack               train a StackLM on the copy task with Adam, with or without a learning-rate warm-up
+                              (lesson 10's `train.cosine_lr` with its floor at the peak: no decay): the loss of
                               every step
 
 The first two build fresh random models from a seed, run one forward and one backward pass on random data and
@@ -27,13 +27,14 @@ from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.blocks import FeedForward, TransformerBlock
+from course_lib.gpt import GPT
+from course_lib.train import cosine_lr
 
 __all__ = [
     "residual_gradient_norms",
     "depth_statistics",
     "copy_task_batch",
     "StackLM",
-    "warmup_lr",
     "train_stack",
 ]
 
@@ -151,41 +152,29 @@ def copy_task_batch(batch_size: int, half: int, vocab_size: int, generator: torc
     return sequence[:, :-1], sequence[:, 1:]  # (B, 2 half - 1) each
 
 
-class StackLM(nn.Module):
-    """Token and learned position embeddings, `n_layers` causal TransformerBlocks, a linear read-out.
+class StackLM(GPT):
+    """Lesson 09's GPT — its forward pass — over a post-LN or pre-LN stack: token and learned position
+    embeddings, `n_layers` causal TransformerBlocks, an untied linear read-out `lm_head` (with a bias).
 
-    `norm_first=False` stacks post-LN blocks (the 2017 order; the last block already ends with a LayerNorm),
-    True pre-LN blocks followed by GPT-2's final LayerNorm. The blocks' linear layers are Glorot-initialised, as
-    in `depth_statistics`. idx (B, T) long -> logits (B, T, V). Lesson 06, "warm-up, measured".
+    `norm_first=False` stacks post-LN blocks (the 2017 order; the last block already ends with a LayerNorm, so
+    `ln_f` is nothing), True pre-LN blocks followed by GPT-2's final LayerNorm. The blocks' linear layers are
+    Glorot-initialised, as in `depth_statistics`; no dropout. idx (B, T) long -> (logits (B, T, V), loss or None).
+    Lesson 06, "warm-up, measured".
     """
 
     def __init__(
         self, vocab_size: int, context_length: int, d_model: int, n_heads: int, n_layers: int, norm_first: bool
     ) -> None:
-        super().__init__()
         _checks.positive_ints(vocab_size=vocab_size, context_length=context_length, n_layers=n_layers)
+        nn.Module.__init__(self)  # GPT's parts, for this experiment (GPT.__init__ would build lesson 09's)
+        self.context_length = context_length
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(context_length, d_model)
+        self.drop = nn.Dropout(0.0)
         self.blocks = nn.ModuleList(TransformerBlock(d_model, n_heads, norm_first=norm_first) for _ in range(n_layers))
         _xavier(self.blocks)
         self.ln_f = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.head = nn.Linear(d_model, vocab_size)
-
-    def forward(self, idx: Tensor) -> Tensor:
-        x = self.tok_emb(idx) + self.pos_emb(torch.arange(idx.shape[1], device=idx.device))  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)  # (B, T, C)
-        return self.head(self.ln_f(x))  # (B, T, V)
-
-
-def warmup_lr(step: int, peak_lr: float, warmup_steps: int) -> float:
-    """The learning rate of step `step` (from 0): it climbs linearly, peak_lr / warmup_steps at step 0 up to
-    peak_lr at step warmup_steps - 1, then stays at peak_lr. warmup_steps = 0: peak_lr from the first step.
-    (Lesson 10's cosine schedule starts with the same warm-up, then decays.)"""
-    _checks.integer("step", step, minimum=0)
-    _checks.integer("warmup_steps", warmup_steps, minimum=0)
-    _checks.positive_number("peak_lr", peak_lr)
-    return peak_lr * min(1.0, (step + 1) / warmup_steps) if warmup_steps else peak_lr
+        self.lm_head = nn.Linear(d_model, vocab_size)
 
 
 def train_stack(
@@ -202,22 +191,27 @@ def train_stack(
     seed: int = 0,
 ) -> list[float]:
     """Train a fresh StackLM on `copy_task_batch` for `steps` steps of Adam (PyTorch's defaults but the learning
-    rate, which follows `warmup_lr`), and return the loss of every step: the cross-entropy on the second half.
+    rate), and return the loss of every step: the cross-entropy on the second half. The rate climbs linearly,
+    lr / warmup_steps at step 0 up to lr at step warmup_steps - 1, then stays at lr (warmup_steps = 0: lr from the
+    first step): the warm-up of lesson 10's cosine schedule, `train.cosine_lr`, with min_lr = max_lr.
 
     The seed fixes the model and the batches: runs that differ only in `norm_first` or `warmup_steps` start from
     models of the same shapes drawn from the same seed and see the same batches. Lesson 06, "warm-up, measured".
     """
     _checks.positive_ints(steps=steps, batch_size=batch_size, half=half)
+    _checks.positive_number("lr", lr)
     torch.manual_seed(seed)
     model = StackLM(vocab_size, 2 * half, d_model, n_heads, n_layers, norm_first)
-    optimizer = torch.optim.Adam(model.parameters(), lr=warmup_lr(0, lr, warmup_steps))
+    schedule = lambda step: cosine_lr(step, lr, lr, warmup_steps, steps)  # min_lr = max_lr: no decay
+    optimizer = torch.optim.Adam(model.parameters(), lr=schedule(0))
     batches = torch.Generator().manual_seed(seed + 1)
     losses = []
     for step in range(steps):
         for group in optimizer.param_groups:
-            group["lr"] = warmup_lr(step, lr, warmup_steps)
+            group["lr"] = schedule(step)
         inputs, targets = copy_task_batch(batch_size, half, vocab_size, batches)  # (B, 2 half - 1) each
-        logits = model(inputs)[:, half - 1 :]  # (B, half, V): the predictions of the second half
+        logits, _ = model(inputs)  # (B, 2 half - 1, V)
+        logits = logits[:, half - 1 :]  # (B, half, V): the predictions of the second half
         loss = F.cross_entropy(logits.flatten(0, 1), targets[:, half - 1 :].flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

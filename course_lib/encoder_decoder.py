@@ -36,6 +36,7 @@ from course_lib.blocks import Decoder, DecoderLayer, Encoder, EncoderLayer
 from course_lib.loss_plots import LossPlot
 from course_lib.position import PositionEncoding
 from course_lib.reversal_task import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, ReversalTask, exact_match, reversal_batch
+from course_lib.train import cosine_lr
 
 __all__ = [
     "shift_right",
@@ -283,7 +284,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _checks.positive_ints(steps=self.steps, batch_size=self.batch_size, log_every=self.log_every)
-        _checks.int_between("warmup", self.warmup, 0, self.steps)
+        _checks.int_between("warmup", self.warmup, 0, self.steps - 1, note="the cosine needs steps after it")
         _checks.positive_number("lr", self.lr)
 
     @classmethod
@@ -292,11 +293,8 @@ class TrainConfig:
         return cls(steps=250, batch_size=32, lr=5e-3, warmup=30, log_every=5)
 
     def lr_at(self, step: int) -> float:
-        """Linear warm-up to `lr`, then a cosine decay to 0 at the last step."""
-        if step < self.warmup:
-            return self.lr * (step + 1) / self.warmup
-        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
-        return self.lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+        """Linear warm-up to `lr`, then a cosine decay to 0 at the last step: lesson 10's `train.cosine_lr`."""
+        return cosine_lr(step, self.lr, 0.0, self.warmup, self.steps)
 
 
 @contextlib.contextmanager

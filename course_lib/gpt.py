@@ -1,13 +1,19 @@
 """The GPT you assemble in lesson 09 from your own blocks; lesson 10 loads GPT-2's weights into it.
 
     GPT            token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06) -> final
-                   LayerNorm -> output head tied to the token embedding; forward(idx, targets=None) -> (logits, loss)
+                   LayerNorm -> output head tied to the token embedding; forward(idx, targets=None, cache=None)
+                   -> (logits, loss); new_cache(batch_size) -> an empty KVCache
+    KVCache        every layer's keys and values so far, so that generation feeds one new token per step (lesson 10)
     init_gpt2      GPT-2's initialisation, for any model with these module names (the learner's GPT included)
     attention_maps every layer's attention weights, for any model with these module names (the learner's GPT too)
 
-`course_lib.gpt2.GPT2` is this model with a config, GPT-2's initialisation, vocabulary padding and a KV cache.
+This forward pass is the course's only decoder-only one. The other decoders subclass GPT and differ in their
+parts, built in their own constructors under the same names: `course_lib.gpt2.GPT2` (a config, a padded
+vocabulary), lesson 09's ablation ladder (`char_ladder.LadderGPT`), lesson 12's `modern_gpt.ModernGPT` (RMSNorm,
+RoPE, SwiGLU, ...), lesson 06's deep stacks (`deep_stacks.StackLM`).
 
-Shape legend: B batch, T time (T <= context_length), C d_model channels, V vocab_size.
+Shape legend: B batch, T time (new positions), P positions already cached, C d_model channels, H heads,
+D head size (C / H), V vocab_size.
 """
 
 from __future__ import annotations
@@ -19,9 +25,43 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from course_lib import _checks
 from course_lib.blocks import TransformerBlock
+from course_lib.modern import RMSNorm
+from course_lib.multihead import LayerCache
 
-__all__ = ["GPT", "attention_maps", "init_gpt2"]
+__all__ = ["GPT", "KVCache", "attention_maps", "init_gpt2"]
+
+
+class KVCache:
+    """The keys and values every layer has computed so far: one LayerCache per block, in `layers`.
+
+    Lesson 10. A forward pass with the cache feeds T new positions: in every block the attention appends their
+    keys and values behind the P = `length` cached ones (`multihead.attend_with_cache`) and attends to all P + T
+    of them. It starts empty, (B, H, 0, D) per layer; `GPT.new_cache` makes one of the model's sizes.
+    """
+
+    def __init__(
+        self,
+        n_layers: int,
+        batch_size: int,
+        n_heads: int,
+        d_head: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        _checks.positive_ints(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head)
+        empty = torch.zeros(batch_size, n_heads, 0, d_head, device=device, dtype=dtype)  # (B, H, 0, D)
+        self.layers = [LayerCache(keys=empty, values=empty) for _ in range(n_layers)]  # never written in place
+
+    @property
+    def length(self) -> int:
+        """Positions cached so far (P)."""
+        return self.layers[0].keys.shape[2]
+
+    @property
+    def batch_size(self) -> int:
+        return self.layers[0].keys.shape[0]
 
 
 class GPT(nn.Module):
@@ -30,10 +70,14 @@ class GPT(nn.Module):
     Lesson 09, exercise `GPT`. `tok_emb` (V, C) and `pos_emb` (context_length, C) are added and pass `drop`, then
     the `blocks` (causal pre-LN TransformerBlocks), `ln_f` and `lm_head`, whose weight *is* `tok_emb.weight`:
     one matrix both embeds a token and scores it as the next one (weight tying). idx (B, T) long -> logits
-    (B, T, V), and the mean cross-entropy over all B * T positions when `targets` (B, T) are given.
+    (B, T, V), and the mean cross-entropy over all B * T positions when `targets` (B, T) are given (targets equal
+    to -100 are ignored).
     `use_sdpa` routes attention through F.scaled_dot_product_attention (the same function, fused kernels).
     `block` is the block class, called as `block(d_model, n_heads, dropout=dropout)`: lesson 10 passes your lesson 06
     `TransformerBlock` (any class with its contract and module names).
+    Lesson 10: with `cache` (a KVCache holding P positions) idx holds the T positions after them; each block gets
+    its layer's part of the cache, which grows by T. Only blocks whose forward takes `cache=` can use one (the
+    course's TransformerBlock does).
     """
 
     def __init__(
@@ -59,38 +103,61 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # tied: one (V, C) matrix, counted once
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
+    ) -> tuple[Tensor, Tensor | None]:
         T = idx.shape[1]
-        if idx.shape[1] > self.context_length:
-            raise ValueError(f"idx has T={T} positions, more than the model's context_length {self.context_length}")
-        positions = torch.arange(T, device=idx.device)  # (T,)
-        x = self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
-        for block in self.blocks:
-            x = block(x)
+        start = 0 if cache is None else cache.length  # P: the position of idx[:, 0]
+        if start + T > self.context_length:
+            after = f" after {start} cached positions" if cache is not None else ""
+            limit = f"more than the model's context_length {self.context_length}"
+            raise ValueError(f"idx has T={T} positions{after}, {limit}")
+        x = self.tok_emb(idx)  # (B, T, C)
+        if self.pos_emb is not None:  # learned positions; a RoPE model (lesson 12) rotates q and k instead
+            x = x + self.pos_emb(torch.arange(start, start + T, device=idx.device))  # (B, T, C) + (T, C)
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x) if cache is None else block(x, cache=cache.layers[i])  # (B, T, C)
         logits = self.lm_head(self.ln_f(x))  # (B, T, V)
         if targets is None:
             return logits, None
         return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())  # mean over the B * T positions
 
+    def new_cache(self, batch_size: int) -> KVCache:
+        """An empty KVCache for this model (its layers, heads and head size), on its device and in its dtype."""
+        weight = self.tok_emb.weight
+        n_heads = self.blocks[0].attn.n_heads
+        d_head = weight.shape[1] // n_heads
+        return KVCache(len(self.blocks), batch_size, n_heads, d_head, device=weight.device, dtype=weight.dtype)
+
+
+_NORMS = (nn.LayerNorm, nn.RMSNorm, RMSNorm)
+_RESIDUAL_PROJECTIONS = ("attn.out_proj", "mlp.fc2", "mlp.w2")  # the linears that write into the residual stream
+
 
 @torch.no_grad()
-def init_gpt2(model: nn.Module, n_layers: int) -> nn.Module:
-    """GPT-2's initialisation, in place: N(0, 0.02) for linear and embedding weights, zero biases, LayerNorms at
-    (1, 0), and std 0.02 / sqrt(2 * n_layers) for the two projections that write into the residual stream
-    (`attn.out_proj`, `mlp.fc2`): each block adds two terms to the stream, and the variance of a sum grows with
-    the number of its terms. Works on any model that uses these module names (yours from lesson 09 too)."""
+def init_gpt2(model: nn.Module, n_layers: int | None = None) -> nn.Module:
+    """GPT-2's initialisation, in place: N(0, 0.02) for linear and embedding weights, zero biases, norms at gain
+    1 (and bias 0), and std 0.02 / sqrt(2 * n_layers) for the projections that write into the residual stream
+    (`attn.out_proj`, and `mlp.fc2` or lesson 12's SwiGLU `mlp.w2`): each block adds two terms to the stream,
+    and the variance of a sum grows with the number of its terms. `n_layers` defaults to len(model.blocks).
+    Works on any model that uses these module names (yours from lesson 09 too, lesson 12's ModernGPT with every
+    switch); modules are visited in `named_modules` order, so the same seed gives the same weights."""
+    n_layers = len(model.blocks) if n_layers is None else n_layers
+    _checks.positive_int("n_layers", n_layers)
     residual_std = 0.02 / math.sqrt(2 * n_layers)
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear):
-            std = residual_std if name.endswith(("attn.out_proj", "mlp.fc2")) else 0.02
+            std = residual_std if name.endswith(_RESIDUAL_PROJECTIONS) else 0.02
             nn.init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        elif isinstance(module, nn.LayerNorm):
+        elif isinstance(module, _NORMS):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if getattr(module, "bias", None) is not None:  # RMSNorm has none, a bias=False LayerNorm neither
+                nn.init.zeros_(module.bias)
     return model
 
 
@@ -98,9 +165,10 @@ def init_gpt2(model: nn.Module, n_layers: int) -> nn.Module:
 def attention_maps(model: nn.Module, idx: Tensor) -> Tensor:
     """The attention weights of every layer and head of `model` on `idx` (B, T): (n_layers, B, H, T, T), for plots.
 
-    Any model with GPT's module names will do, whoever wrote its classes: the same pass as its forward, in the
-    model's current mode, where each block's `attn` (a MultiHeadAttention, lesson 05) is also asked for its weights
-    (`need_weights=True`) on the input that block normalises, `ln1(x)`; the block itself then computes x as usual.
+    Lessons 09 and 10. Any model with GPT's module names will do, whoever wrote its classes: the same pass as its
+    forward, in the model's current mode, where each block's `attn` (a MultiHeadAttention, lesson 05) is also
+    asked for its weights (`need_weights=True`, always the explicit path: SDPA never forms them) on the input
+    that block normalises, `ln1(x)`; the block itself then computes x as usual.
     """
     T = idx.shape[1]
     x = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(T, device=idx.device)))  # (B, T, C)

@@ -3,9 +3,10 @@
     GPT2Config             frozen dataclass: sizes, dropout, vocabulary padding, attention path; presets
                            small / medium / large / xl (OpenAI's four sizes) and tiny (for tests)
     GPT2                   lesson 09's GPT (embeddings -> pre-LN TransformerBlocks -> final LayerNorm -> tied
-                           head) with a config, GPT-2's initialisation, vocabulary padding and a KV cache
-                           forward(idx, targets=None, cache=None) -> (logits, loss); attention_maps(idx)
-    KVCache                every layer's keys and values so far, so generation feeds one new token per step
+                           head), its forward pass and KV cache, with a config, GPT-2's initialisation and
+                           vocabulary padding: forward(idx, targets=None, cache=None) -> (logits, loss)
+    PaddedHead             the tied output head of a padded vocabulary: logits for the real ids only
+    KVCache                every layer's keys and values so far (defined in course_lib.gpt, with the GPT)
     attend_with_cache      one attention step with the cache: append k, v, attend (exercise; defined in
                            course_lib.multihead, whose MultiHeadAttention calls it in every layer)
     gpt2_parameter_count   the parameter count from the sizes alone (Lesson 10, exercise)
@@ -35,14 +36,22 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from course_lib import _checks
-from course_lib.gpt import GPT, init_gpt2
-from course_lib.multihead import LayerCache, attend_with_cache
+from course_lib.blocks import TransformerBlock
+from course_lib.gpt import GPT, KVCache, init_gpt2
+from course_lib.multihead import attend_with_cache
 
-__all__ = ["GPT2Config", "GPT2", "KVCache", "attend_with_cache", "gpt2_parameter_count", "gpt2_flops_per_token"]
+__all__ = [
+    "GPT2Config",
+    "GPT2",
+    "KVCache",
+    "PaddedHead",
+    "attend_with_cache",
+    "gpt2_parameter_count",
+    "gpt2_flops_per_token",
+]
 
 
 @dataclass(frozen=True)
@@ -103,89 +112,63 @@ class GPT2Config:
         return replace(cls(vocab_size=97, context_length=32, n_layers=2, n_heads=2, d_model=16), **overrides)
 
 
-class KVCache:
-    """The keys and values every layer has computed so far: one LayerCache per block, in `layers`.
+class PaddedHead(nn.Linear):
+    """The output head of a vocabulary padded to `padded_vocab_size` rows: it computes a logit for every row (a
+    matmul of a friendlier size) and returns the first `vocab_size`, so the softmax never gives probability to
+    ids the tokenizer cannot produce. (..., C) -> (..., V). Its weight is the (Vp, C) tied token table."""
 
-    Lesson 10. A forward pass with the cache feeds T new positions: in every block the attention appends their
-    keys and values behind the P = `length` cached ones (attend_with_cache) and attends to all P + T of them.
-    It starts empty, (B, H, 0, D) per layer; the model refuses to grow it past its context_length.
-    """
+    def __init__(self, d_model: int, vocab_size: int, padded_vocab_size: int) -> None:
+        super().__init__(d_model, padded_vocab_size, bias=False)
+        self.vocab_size = vocab_size
 
-    def __init__(self, config: GPT2Config, batch_size: int, device=None, dtype: torch.dtype = torch.float32):
-        _checks.positive_int("batch_size", batch_size)
-        empty = torch.zeros(batch_size, config.n_heads, 0, config.d_head, device=device, dtype=dtype)  # (B, H, 0, D)
-        self.layers = [LayerCache(keys=empty, values=empty) for _ in range(config.n_layers)]  # never written in place
-
-    @property
-    def length(self) -> int:
-        """Positions cached so far (P)."""
-        return self.layers[0].keys.shape[2]
-
-    @property
-    def batch_size(self) -> int:
-        return self.layers[0].keys.shape[0]
+    def forward(self, x: Tensor) -> Tensor:
+        return super().forward(x)[..., : self.vocab_size]  # (..., Vp) -> (..., V)
 
 
 class GPT2(GPT):
-    """GPT-2: lesson 09's GPT with what GPT-2 adds — a config, GPT-2's initialisation, vocabulary padding, a cache.
+    """GPT-2: lesson 09's GPT — its forward pass and its KV cache — with a config, GPT-2's initialisation and
+    vocabulary padding.
 
-    Lesson 10. forward(idx (B, T) long, targets (B, T) long or None, cache KVCache or None) -> logits
-    (B, T, vocab_size) and the mean cross-entropy (targets equal to -100 are ignored), or None without targets.
-    With vocabulary padding the head computes padded_vocab_size logits; the padding columns are cut off, so the
-    softmax never gives probability to ids the tokenizer cannot produce.
+    Lesson 10. The parts are GPT's, built from the config: `tok_emb` (Vp, C) with Vp = padded_vocab_size,
+    `pos_emb`, `drop`, course TransformerBlocks (`use_sdpa` from the config), `ln_f`, and the tied head, a
+    `PaddedHead` when the vocabulary is padded. forward(idx (B, T) long, targets (B, T) long or None, cache
+    KVCache or None) -> logits (B, T, vocab_size) and the mean cross-entropy (targets equal to -100 are ignored),
+    or None without targets; its inputs are checked first, each mistake named.
     """
 
     def __init__(self, config: GPT2Config) -> None:
         _checks.instance("config", config, GPT2Config, "a GPT2Config")
-        c = config
-        super().__init__(
-            c.padded_vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.dropout, use_sdpa=c.use_sdpa
+        nn.Module.__init__(self)  # GPT's parts, built here from the config (GPT.__init__ would build lesson 09's)
+        c = self.config = config
+        self.context_length = c.context_length
+        self.tok_emb = nn.Embedding(c.padded_vocab_size, c.d_model)  # rows past vocab_size: padding, no token
+        self.pos_emb = nn.Embedding(c.context_length, c.d_model)
+        self.drop = nn.Dropout(c.dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(c.d_model, c.n_heads, dropout=c.dropout, use_sdpa=c.use_sdpa) for _ in range(c.n_layers)
         )
-        self.config = config
+        self.ln_f = nn.LayerNorm(c.d_model)
+        self.lm_head = PaddedHead(c.d_model, c.vocab_size, c.padded_vocab_size)  # (B, T, C) -> (B, T, V)
+        self.lm_head.weight = self.tok_emb.weight  # tied, as in GPT
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """GPT-2's initialisation (`course_lib.gpt.init_gpt2`): N(0, 0.02), the residual projections scaled down."""
         init_gpt2(self, self.config.n_layers)
 
-    def new_cache(self, batch_size: int) -> KVCache:
-        """An empty KVCache for this model, on its device and in its dtype."""
-        weight = self.tok_emb.weight
-        return KVCache(self.config, batch_size, device=weight.device, dtype=weight.dtype)
-
     def forward(
         self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None
     ) -> tuple[Tensor, Tensor | None]:
-        if not torch.compiler.is_compiling():  # a compiled graph leaves the checks out: nothing in it but the model
+        """GPT's forward pass, after the checks (which a compiled graph leaves out: nothing in it but the model)."""
+        if not torch.compiler.is_compiling():
             self._check_inputs(idx, targets, cache)
-        B, T = idx.shape
-        x = self._embed(idx, start=0 if cache is None else cache.length)  # (B, T, C)
-        layer_caches = [None] * len(self.blocks) if cache is None else cache.layers
-        for block, layer_cache in zip(self.blocks, layer_caches, strict=True):
-            x = block(x, cache=layer_cache)  # lesson 06's block; with a cache its attention reads and grows it
-        logits = self.lm_head(self.ln_f(x))  # (B, T, Vp)
-        if self.config.padded_vocab_size != self.config.vocab_size:
-            logits = logits[..., : self.config.vocab_size]  # (B, T, V): padding ids are not tokens
-        if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(B * T))  # mean over the B*T positions
-        return logits, loss
+        return super().forward(idx, targets, cache)
 
-    def _embed(self, idx: Tensor, start: int = 0) -> Tensor:
-        """Token plus learned position embeddings (positions start..start+T-1), then dropout: (B, T) -> (B, T, C)."""
-        positions = torch.arange(start, start + idx.shape[1], device=idx.device)  # (T,)
-        return self.drop(self.tok_emb(idx) + self.pos_emb(positions))  # (B, T, C)
-
-    def _check_inputs(self, idx: Tensor, targets: Tensor | None = None, cache: KVCache | None = None) -> None:
-        """The mistakes a caller can make, each named: ids (B, T) of the vocabulary that fit the context."""
+    def _check_inputs(self, idx: Tensor, targets: Tensor | None, cache: KVCache | None) -> None:
+        """The mistakes a caller can make, each named: ids (B, T) of the vocabulary, targets of the same shape,
+        a cache made for this batch. (GPT's forward refuses a T that does not fit the context.)"""
         _checks.tensor("idx", idx, "B, T", integer=True)
         B, T = idx.shape
-        start = 0 if cache is None else cache.length  # absolute position of idx[:, 0]
-        if start + T > self.config.context_length:
-            where = f" after {start} cached positions" if cache is not None else ""
-            raise ValueError(
-                f"idx has T={T} positions{where}, more than the model's context_length {self.config.context_length}"
-            )
         if cache is not None and cache.batch_size != B:
             raise ValueError(f"the cache was made for batch size {cache.batch_size}, idx has {B} rows")
         if idx.device.type == "cpu":
@@ -194,21 +177,6 @@ class GPT2(GPT):
             _checks.indices("idx", idx, self.config.vocab_size, "token ids of the vocabulary")
         if targets is not None:
             _checks.tensor("targets", targets, "B, T", integer=True, B=B, T=T)
-
-    @torch.no_grad()
-    def attention_maps(self, idx: Tensor) -> list[Tensor]:
-        """Every block's attention weights, for plots: idx (B, T) -> n_layers tensors (B, H, T, T).
-
-        Lesson 10. The same pass as forward (in the model's current mode), each block asked for its weights,
-        which always takes the explicit path (SDPA never forms them).
-        """
-        self._check_inputs(idx)
-        x = self._embed(idx)  # (B, T, C)
-        maps = []
-        for block in self.blocks:
-            x, weights = block(x, need_weights=True)  # (B, T, C), (B, H, T, T)
-            maps.append(weights)
-        return maps
 
     def num_parameters(self, exclude_positions: bool = False) -> int:
         """Distinct parameters (the tied matrix counts once); optionally without the position table."""

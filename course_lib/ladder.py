@@ -6,6 +6,8 @@
     token_ladder      four of them for GPT-2's tokens: GPT-2, + RoPE, the modern block (every change), + Muon
     compact_ids       token ids renumbered over the tokens that occur (a small corpus in GPT-2's 50,257 tokens)
     LadderSettings    the task's sizes and the training recipe every rung shares
+    eval_batches      fixed validation windows, drawn once with their own seed (lesson 09's get_batch)
+    estimate_loss     mean loss over those windows, in eval mode, without gradients
     lr_factor         the schedule: linear warm-up, then 1 / sqrt(step), the same whenever a run stops
     build_rung        a rung's model, its weights drawn from a fixed seed
     rung_optimizers   its optimizers: AdamW, or Muon for the blocks' matrices and AdamW for the rest
@@ -36,12 +38,13 @@ from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.char_lm import get_batch
-from course_lib.char_train import estimate_loss, eval_batches
-from course_lib.modern_gpt import COURSE_PARTS, ModernConfig, ModernGPT, ModernParts, init_modern
+from course_lib.gpt import init_gpt2
+from course_lib.modern_gpt import COURSE_PARTS, ModernConfig, ModernGPT, ModernParts
 from course_lib.optimizers import muon_and_adamw
 
 __all__ = [
@@ -52,6 +55,8 @@ __all__ = [
     "TOKEN_SETTINGS",
     "build_rung",
     "compact_ids",
+    "estimate_loss",
+    "eval_batches",
     "ladder_chart",
     "ladder_table",
     "lr_factor",
@@ -146,6 +151,34 @@ class LadderSettings:
 TOKEN_SETTINGS = LadderSettings(steps=200, warmup_steps=20, eval_windows=128, seeds=(0,), seconds_cap=1.0)
 
 
+def eval_batches(data: Tensor, block_size: int, n_windows: int, seed: int = 0) -> tuple[Tensor, Tensor]:
+    """`n_windows` random windows of `data` (N,) drawn once with their own seed -> x, y both (E, T): lesson 09's
+    `get_batch` with a generator seeded `seed`.
+
+    Evaluating on the same windows at every evaluation (and for every rung) removes the batch-to-batch noise from
+    the comparison; only the model changes."""
+    return get_batch(data, block_size, n_windows, torch.Generator().manual_seed(seed))
+
+
+@torch.no_grad()
+def estimate_loss(model: nn.Module, x: Tensor, y: Tensor, chunk: int = 256) -> float:
+    """Mean cross-entropy per token of `model` on windows x, y (E, T), in eval mode, without gradients.
+
+    The windows are run `chunk` at a time (fewer, larger matrix products than the training batch size)."""
+    _checks.tensors(x=(x, "E, T"), y=(y, "E, T"))
+    _checks.positive_int("chunk", chunk)
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    try:
+        for start in range(0, len(x), chunk):
+            logits, _ = model(x[start : start + chunk])  # (e, T, V)
+            total += F.cross_entropy(logits.flatten(0, 1), y[start : start + chunk].flatten(), reduction="sum").item()
+    finally:
+        model.train(was_training)
+    return total / y.numel()
+
+
 @dataclass
 class Run:
     """One run of one rung with one seed, measured after `steps` steps and after a budget of seconds."""
@@ -202,11 +235,11 @@ def build_rung(
     rung: Rung, seed: int, baseline: Callable[[], nn.Module] | None = None, parts: ModernParts = COURSE_PARTS
 ) -> nn.Module:
     """The rung's model, its weights drawn after seeding torch with `seed`: `baseline()` when given, else
-    ModernGPT(rung.config, parts) with GPT-2's initialisation (`init_modern`)."""
+    ModernGPT(rung.config, parts) with GPT-2's initialisation (`gpt.init_gpt2`)."""
     torch.manual_seed(seed)  # the same initial draws for every rung
     if baseline is not None:
         return baseline()
-    return init_modern(ModernGPT(rung.config, parts))
+    return init_gpt2(ModernGPT(rung.config, parts))
 
 
 def rung_optimizers(model: nn.Module, rung: Rung, settings: LadderSettings) -> list[torch.optim.Optimizer]:

@@ -262,11 +262,12 @@ LESSONS: tuple[Lesson, ...] = (
                 sample_next_token=("course_lib.generate.sample_next_token", "course_lib.generate.top_k_filter"),
             ),
             # Built from the lesson's TransformerBlock (the learner's lesson 06 class in their kernel; the course's
-            # when graded, which the preamble imports); the course's two other GPTs would do the exercise's work.
+            # when graded, which the preamble imports). Every other decoder of the course runs the reference's
+            # forward pass (a GPT subclass), so the reference itself covers them; GPT2 is named as well.
             Exercise(
                 "GPT",
                 references=("course_lib.gpt.GPT",),
-                shortcuts=("course_lib.gpt2.GPT2", "course_lib.char_gpt.CharGPT"),
+                shortcuts=("course_lib.gpt2.GPT2",),
                 builds_on=("TransformerBlock",),
             ),
         ),
@@ -327,7 +328,7 @@ LESSONS: tuple[Lesson, ...] = (
                 shortcuts=(
                     "torch.nn.functional.scaled_dot_product_attention",
                     "torch.nn.MultiheadAttention",
-                    "course_lib.gpt2.KVCache",
+                    "course_lib.gpt.KVCache",
                 ),
             ),
         ),
@@ -361,7 +362,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "12_beyond_gpt2",
         "Beyond GPT-2",
-        modules=("modern", "modern_gpt", "ladder", "optimizers", "gpt", "position", "char_lm", "char_train"),
+        modules=("modern", "modern_gpt", "ladder", "optimizers", "gpt", "position", "char_lm"),
         references="course_lib.modern",
         grader="course_lib.grading.modern",
         data=("tinyshakespeare.txt",),

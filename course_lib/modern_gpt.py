@@ -4,12 +4,14 @@
                     n_kv_heads (grouped-query attention), bias, qk_norm, tie_weights
     Attention       causal attention with [q | k | v] from one linear, optional QK-norm, RoPE and shared KV heads
     ModernBlock     pre-norm block: x + attn(norm1(x)), then x + mlp(norm2(x))
-    ModernGPT       embeddings -> blocks -> final norm -> output head; forward(idx, targets) -> (logits, loss)
+    ModernGPT       lesson 09's GPT (course_lib.gpt), its forward pass, with the parts the switches choose:
+                    embeddings -> blocks -> final norm -> output head; forward(idx, targets) -> (logits, loss)
     ModernParts     which rms_norm, rope_attention, SwiGLU and repeat_kv the model runs: the course's, or the learner's
-    init_modern     GPT-2's initialisation, for every switch (the residual projections scaled by 1/sqrt(2 n_layers))
 
-With every switch at GPT-2's setting (`ModernConfig(...)` as it comes) the model is lesson 09's GPT: the same
-module names, the same state-dict keys, and, seeded the same, the same initial weights (tests/test_modern_gpt.py).
+Every switch is initialised by GPT-2's rule, `course_lib.gpt.init_gpt2` (the residual projections, SwiGLU's `w2`
+among them, scaled by 1/sqrt(2 n_layers)). With every switch at GPT-2's setting (`ModernConfig(...)` as it comes)
+the model is lesson 09's GPT: the same module names, the same state-dict keys, and, seeded the same, the same
+initial weights (tests/test_modern_gpt.py).
 
 Shape legend: B batch, T time, H query heads, H_kv key/value heads, D head size, C d_model, V vocab_size.
 """
@@ -27,9 +29,10 @@ from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.blocks import FeedForward
+from course_lib.gpt import GPT
 from course_lib.modern import RMSNorm, SwiGLU, repeat_kv, rope_cos_sin, rotate_pairs, swiglu_hidden
 
-__all__ = ["Attention", "ModernBlock", "ModernConfig", "ModernGPT", "ModernParts", "init_modern"]
+__all__ = ["Attention", "ModernBlock", "ModernConfig", "ModernGPT", "ModernParts"]
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,9 @@ class Attention(nn.Module):
 
     `qkv` computes [q | k | v] in one matmul: H * D query channels, then H_kv * D key and H_kv * D value channels
     (with H_kv = H, GPT-2's fused layout). Each head's queries and keys may be normalised (`qk_norm`) and rotated
-    (RoPE, when the caller passes cos and sin); each key/value head then serves H / H_kv query heads (repeat_kv).
-    `parts` (ModernParts): whose rms_norm, rope_attention and repeat_kv run. x: (B, T, C), rope: (cos, sin) of
-    shape (>= T, D/2) each, or None -> (B, T, C).
+    (RoPE, with `position="rope"`: the angles of positions 0..context_length-1, `rope_cos` and `rope_sin`, are
+    computed once, in buffers outside the state dict); each key/value head then serves H / H_kv query heads
+    (repeat_kv). `parts` (ModernParts): whose rms_norm, rope_attention and repeat_kv run. x: (B, T, C) -> (B, T, C).
     """
 
     def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
@@ -125,8 +128,13 @@ class Attention(nn.Module):
         self.out_proj = nn.Linear(C, C, bias=config.bias)
         self.q_norm = RMSNorm(D, norm=parts.rms_norm) if config.qk_norm else None  # each head's D channels
         self.k_norm = RMSNorm(D, norm=parts.rms_norm) if config.qk_norm else None
+        self.rope = config.position == "rope"
+        if self.rope:
+            cos, sin = rope_cos_sin(config.context_length, D, config.rope_base)  # (context_length, D/2) each
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+    def forward(self, x: Tensor) -> Tensor:
         B, T, C = x.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.d_head
         q, k, v = self.qkv(x).split([H * D, H_kv * D, H_kv * D], dim=-1)
@@ -136,11 +144,11 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)  # every query and key of length ~sqrt(D) times its gain
         k, v = self.repeat_kv(k, H // H_kv), self.repeat_kv(v, H // H_kv)  # (B, H, T, D): a KV head per group
-        if rope is not None and self.rope_attention is not None and not self.use_sdpa:
+        if self.rope and self.rope_attention is not None and not self.use_sdpa:
             out = self.rope_attention(q, k, v, self.rope_base)  # rotates q and k itself; (B, H, T, D)
             return self.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-        if rope is not None:  # the rotation commutes with repeat_kv: each copy of a key head is rotated alike
-            cos, sin = rope[0][:T], rope[1][:T]  # (T, D/2) each
+        if self.rope:  # the rotation commutes with repeat_kv: each copy of a key head is rotated alike
+            cos, sin = self.rope_cos[:T], self.rope_sin[:T]  # (T, D/2) each
             q, k = rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)  # values are not rotated
         if self.use_sdpa:
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
@@ -169,75 +177,33 @@ class ModernBlock(nn.Module):
         else:
             self.mlp = parts.SwiGLU(config.d_model, config.d_hidden, bias=config.bias)
 
-    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
-        x = x + self.attn(self.ln1(x), rope)
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln1(x))
         return x + self.mlp(self.ln2(x))
 
 
-class ModernGPT(nn.Module):
-    """A decoder-only transformer with the switches of `ModernConfig`.
+class ModernGPT(GPT):
+    """Lesson 09's GPT — its forward pass — with the switches of `ModernConfig` choosing its parts.
 
-    `tok_emb` (V, C), then `pos_emb` (context_length, C) added when positions are learned (none with RoPE: the
-    blocks rotate queries and keys with the `rope_cos` and `rope_sin` buffers instead); the `blocks`, `ln_f` and
-    `lm_head`, tied to `tok_emb` unless `tie_weights=False`. idx (B, T) long -> (logits (B, T, V), the mean
-    cross-entropy over all positions when `targets` (B, T) are given, else None). `parts`: whose implementations of
-    lesson 12's exercises it runs (`ModernParts`; the course's by default).
+    `tok_emb` (V, C), then `pos_emb` (context_length, C) when positions are learned (None with RoPE: each
+    block's attention rotates queries and keys instead); `drop` (p = 0: the lesson trains without dropout); the
+    `blocks` (ModernBlock), `ln_f` (LayerNorm or RMSNorm) and `lm_head`, tied to `tok_emb` unless
+    `tie_weights=False`. idx (B, T) long -> (logits (B, T, V), the mean cross-entropy over all positions when
+    `targets` (B, T) are given, else None). `parts`: whose implementations of lesson 12's exercises it runs
+    (`ModernParts`; the course's by default).
     """
 
+    new_cache = None  # its blocks keep no KV cache: generation recomputes the window (course_lib.generate)
+
     def __init__(self, config: ModernConfig, parts: ModernParts = COURSE_PARTS) -> None:
-        super().__init__()
+        nn.Module.__init__(self)  # GPT's parts, chosen by the switches (GPT.__init__ would build lesson 09's)
         self.config = config
+        self.context_length = config.context_length
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_emb = nn.Embedding(config.context_length, config.d_model) if config.position == "learned" else None
+        self.drop = nn.Dropout(0.0)
         self.blocks = nn.ModuleList(ModernBlock(config, parts) for _ in range(config.n_layers))
         self.ln_f = _norm(config, config.d_model, parts)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_weights:
             self.lm_head.weight = self.tok_emb.weight  # one (V, C) matrix embeds a token and scores it
-        if config.position == "rope":  # not in the state dict: computed from the config
-            cos, sin = rope_cos_sin(config.context_length, config.d_head, config.rope_base)  # (context, D/2)
-            self.register_buffer("rope_cos", cos, persistent=False)
-            self.register_buffer("rope_sin", sin, persistent=False)
-
-    def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        T = idx.shape[1]
-        if self.config.context_length < T:
-            raise ValueError(f"idx has T={T} positions, more than context_length {self.config.context_length}")
-        x = self.tok_emb(idx)  # (B, T, C)
-        rope = None
-        if self.pos_emb is not None:
-            x = x + self.pos_emb(torch.arange(T, device=idx.device))  # (B, T, C) + (T, C)
-        else:
-            rope = (self.rope_cos, self.rope_sin)
-        for block in self.blocks:
-            x = block(x, rope)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, V)
-        if targets is None:
-            return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-
-
-_RESIDUAL_PROJECTIONS = ("attn.out_proj", "mlp.fc2", "mlp.w2")  # the linears that write into the residual stream
-
-
-@torch.no_grad()
-def init_modern(model: nn.Module) -> nn.Module:
-    """GPT-2's initialisation, in place, for every switch: N(0, 0.02) for linear and embedding weights, zero
-    biases, norm gains at 1, and std 0.02 / sqrt(2 n_layers) for the projections that write into the residual
-    stream (`attn.out_proj`, and `mlp.fc2` or SwiGLU's `mlp.w2`). Visits the modules in the order
-    `course_lib.gpt.init_gpt2` does, so that a GPT-2-switched model seeded the same starts from the same weights."""
-    n_layers = len(model.blocks)
-    residual_std = 0.02 / math.sqrt(2 * n_layers)
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            std = residual_std if name.endswith(_RESIDUAL_PROJECTIONS) else 0.02
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        elif isinstance(module, (nn.LayerNorm, RMSNorm)):
-            nn.init.ones_(module.weight)
-            if getattr(module, "bias", None) is not None:
-                nn.init.zeros_(module.bias)
-    return model

@@ -297,7 +297,7 @@ class LayerCache:
     """The keys and values one attention layer has computed so far, (B, H, P, D) each (P = 0 when new).
 
     Lesson 10. MultiHeadAttention.forward(x, cache=layer_cache) attends its T new positions after these P and
-    puts the grown (B, H, P + T, D) tensors back here; `course_lib.gpt2.KVCache` holds one per layer.
+    puts the grown (B, H, P + T, D) tensors back here; `course_lib.gpt.KVCache` holds one per layer.
     """
 
     keys: Tensor

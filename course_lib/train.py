@@ -10,7 +10,7 @@
     TrainConfig, train(model, config, on_log=...)      the loop itself (TrainConfig: train_setup, re-exported)
     time_the_loop(model, config)   a few steps of the loop, timed, and the model put back: what plans a run
 
-`train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (GPT-2, the CharGPT of lesson 09).
+`train` takes any module with ``forward(idx, targets) -> (logits, loss)`` (lesson 09's GPT, GPT-2).
 One optimizer step is `training_step`: `grad_accum_steps` micro-batches, each forward under autocast (bf16 /
 fp16 / fp32 chosen from the device, see train_setup), loss / accum backward (through a GradScaler for fp16),
 gradient clipping, AdamW at the schedule's learning rate. Every step is logged with tokens/s and MFU;
@@ -372,19 +372,20 @@ def _encoding(header: dict):
 
 
 def main(argv: list[str] | None = None) -> list[dict] | None:
-    """``python -m course_lib.train prepare | run [flags]`` (see course_lib.train_cli); returns the records."""
+    """``python -m course_lib.train prepare | run [flags]``: course_lib.train_cli reads the command line into one
+    TrainConfig; this builds its model (seeded: the same initial weights every time, so runs can be compared) and
+    trains it. Returns the records (None after `prepare`)."""
     from course_lib import train_cli
 
-    args = train_cli.parse_args(argv, TrainConfig)
-    if args.command == "prepare":
-        print(f"prepared {train_cli.prepare(args)}")
+    command = train_cli.read_command_line(argv)
+    if command is None:
         return None
-    data_dir = train_cli.data_dir_for(args)
-    config = TrainConfig(data_dir=str(data_dir), **train_cli.settings(args, TrainConfig))
-    torch.manual_seed(config.seed)  # the same initial weights every time, so runs can be compared
-    model = train_cli.build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len, args.dropout)
-    with train_cli.json_log(args.log) as on_log:
-        return train(model, config, on_log=on_log, resume=args.resume)
+    config = command.config
+    torch.manual_seed(config.seed)
+    vocab_size = read_header(config.data_dir)["vocab_size"]
+    model = train_setup.build_model(config.model, vocab_size, config.seq_len, config.dropout)
+    with train_cli.json_log(command.log) as on_log:
+        return train(model, config, on_log=on_log, resume=command.resume)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
-"""Lesson 11 — the pieces of the command line of the training loop, ``python -m course_lib.train``
-(its ``main`` lives in course_lib.train, which this module does not import).
+"""Lesson 11 — the command line of the training loop, ``python -m course_lib.train``: this module reads it (the
+parser, the --smoke preset, the data folder) into one TrainConfig (course_lib.train_setup), the model preset and its
+dropout included, with one --flag per setting; course_lib.train's `main`, which this module does not import, runs
+the TrainConfig it returns.
 
     python -m course_lib.train prepare                    Tiny Shakespeare -> shards (offline)
     python -m course_lib.train prepare --dataset fineweb-edu --max-documents 100000     (online)
@@ -17,14 +19,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-
-from torch import nn
 
 from course_lib.data import cache_dir
 from course_lib.train_data import hub_documents, prepare_documents, prepare_tiny_shakespeare
+from course_lib.train_setup import TrainConfig
 
 HUB_DATASETS = {  # name -> (Hugging Face path, configuration)
     "fineweb-edu": ("HuggingFaceFW/fineweb-edu", "sample-10BT"),
@@ -38,33 +41,32 @@ def default_data_dir(dataset: str) -> Path:
     return cache_dir() / "shards" / dataset
 
 
-GPT2_PRESETS = {"gpt2": "small", "gpt2-small": "small", "gpt2-medium": "medium", "gpt2-large": "large"}
-GPT2_PRESETS["gpt2-xl"] = "xl"
+@dataclass(frozen=True)
+class Command:
+    """What a `run` command line asks for: the run's settings, all in one TrainConfig, and how to start it."""
+
+    config: TrainConfig
+    resume: bool = False  # continue from config.checkpoint_path if it exists
+    log: Path | None = None  # also append the JSON log records to this file
 
 
-def build_model(name: str, vocab_size: int, seq_len: int, dropout: float = 0.0) -> nn.Module:
-    """A GPT2 by preset name: "tiny" (2 layers, d_model 64, for CPU smoke runs) or one of OpenAI's sizes
-    ("gpt2" = 124M, "gpt2-medium", "gpt2-large", "gpt2-xl"). Attention runs through
-    F.scaled_dot_product_attention (flash attention on a GPU); the vocabulary is padded to a multiple of 64."""
-    from course_lib.gpt2 import GPT2, GPT2Config
-
-    options = {"vocab_size": vocab_size, "dropout": dropout, "pad_vocab_multiple": 64, "use_sdpa": True}
-    if name == "tiny":
-        return GPT2(GPT2Config(context_length=seq_len, n_layers=2, n_heads=4, d_model=64, **options))
-    if name not in GPT2_PRESETS:
-        raise ValueError(f"`--model` must be 'tiny' or one of {sorted(GPT2_PRESETS)}, got {name!r}")
-    config = getattr(GPT2Config, GPT2_PRESETS[name])(**options)
-    if seq_len > config.context_length:
-        raise ValueError(f"`--seq-len`={seq_len} is longer than {name}'s context of {config.context_length}")
-    return GPT2(config)
+def read_command_line(argv: list[str] | None = None) -> Command | None:
+    """``prepare | run [flags]``: `prepare` prepares the data here and returns None; `run` returns the Command, its
+    data folder prepared first when it is Tiny Shakespeare's (offline, a few seconds)."""
+    args = parse_args(argv)
+    if args.command == "prepare":
+        print(f"prepared {prepare(args)}")
+        return None
+    config = TrainConfig(data_dir=str(data_dir_for(args)), **settings(args))
+    return Command(config, resume=args.resume, log=args.log)
 
 
-def parse_args(argv: list[str] | None, config_class: type) -> argparse.Namespace:
-    """The parsed command line; `config_class` (TrainConfig) gives one --flag per setting."""
-    return _parser(config_class).parse_args(argv)
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line: one --flag per TrainConfig setting."""
+    return _parser().parse_args(argv)
 
 
-def _parser(config_class: type) -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:
     what = "Train a GPT on token shards (lesson 11): `prepare` the data once, then `run` (resumable)."
     parser = argparse.ArgumentParser(prog="python -m course_lib.train", description=what)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -79,14 +81,12 @@ def _parser(config_class: type) -> argparse.ArgumentParser:
     run.add_argument("--smoke", action="store_true", help="a tiny CPU configuration that runs in under a minute")
     run.add_argument("--dataset", default="tinyshakespeare", help="prepared automatically if it is Tiny Shakespeare")
     run.add_argument("--data-dir", type=Path, help="a prepared shard folder (default: the dataset's in the cache)")
-    run.add_argument("--model", default="tiny")
-    run.add_argument("--dropout", type=float, default=0.0)
     run.add_argument("--resume", action="store_true", help="continue from --checkpoint if it exists")
     run.add_argument("--log", type=Path, help="also append the JSON log records to this file")
-    for name, fld in config_class.__dataclass_fields__.items():
-        if name in ("data_dir", "extra", "betas"):
+    for fld in dataclasses.fields(TrainConfig):  # one --flag per setting, model and dropout included
+        if fld.name in ("data_dir", "betas"):
             continue
-        flag = "--" + name.replace("_", "-")
+        flag = "--" + fld.name.replace("_", "-")
         if fld.type == "bool":
             run.add_argument(flag, action="store_true", default=None)
         else:
@@ -113,12 +113,11 @@ def data_dir_for(args: argparse.Namespace) -> Path:
     return data_dir
 
 
-def settings(args: argparse.Namespace, config_class: type) -> dict:
+def settings(args: argparse.Namespace) -> dict:
     """TrainConfig's keyword arguments from the flags given (after the --smoke preset, if asked for)."""
     chosen = dict(SMOKE) if args.smoke else {}
-    fields = config_class.__dataclass_fields__
-    chosen |= {k: v for k, v in vars(args).items() if k in fields and k != "data_dir" and v is not None}
-    return chosen | {"extra": {"model": args.model, "dropout": args.dropout}}
+    names = {fld.name for fld in dataclasses.fields(TrainConfig)} - {"data_dir"}
+    return chosen | {k: v for k, v in vars(args).items() if k in names and v is not None}
 
 
 @contextlib.contextmanager

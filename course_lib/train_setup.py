@@ -10,7 +10,9 @@ optimizer, processes.
     measure_matmul_peak(device, precision)  a peak measured in a few seconds: large matmuls, timed
     find_peak(device, precision)          the datasheet's peak if the GPU is in the table, else a measured one
     plan_steps(budget_s, spent_s, step_s, ...)   how many steps fit a time budget, from measured times
-    TrainConfig                           everything the loop (course_lib.train.train) needs besides the model
+    TrainConfig                           a run's settings, all of them: the model preset (and its dropout) and
+                                          everything the loop (course_lib.train.train) needs besides the model
+    build_model(name, vocab_size, seq_len, dropout)   the GPT-2 of a preset: "tiny" (CPU smoke runs), "gpt2", ...
 
 Why the precision rule: bf16 keeps fp32's exponent range, so gradients neither overflow nor underflow and no
 loss scaling is needed, but only GPUs of compute capability 8.0 and newer have bf16 tensor cores. On a T4,
@@ -30,12 +32,13 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
 from course_lib import _checks
+from course_lib.gpt2 import GPT2, GPT2Config
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -177,11 +180,19 @@ RESUMABLE_CHANGES |= {"eval_interval", "eval_batches", "sample_interval", "sampl
 RESUMABLE_CHANGES |= {"peak_flops"}
 
 
+# The GPT-2s a run can train, by name: "tiny" (2 layers, d_model 64, for CPU smoke runs) and OpenAI's four sizes.
+GPT2_PRESETS = {"tiny": "tiny", "gpt2": "small", "gpt2-small": "small", "gpt2-medium": "medium", "gpt2-large": "large"}
+GPT2_PRESETS["gpt2-xl"] = "xl"
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything `course_lib.train.train` needs besides the model (lesson 11)."""
+    """A run's settings (lesson 11): which model to build, and everything `course_lib.train.train` needs besides
+    the model. Saved with every checkpoint; a resumed run must agree with it (`check_resumable`)."""
 
     data_dir: str  # a folder prepared by train_data (shards.json + .bin shards)
+    model: str = "tiny"  # the model preset (build_model): "tiny", or "gpt2" (124M), "gpt2-medium", ...
+    dropout: float = 0.0  # the model's dropout (embeddings, attention weights, sublayer outputs)
     micro_batch_size: int = 8  # B: rows per forward pass and process
     seq_len: int = 256  # T: tokens per row
     total_batch_tokens: int | None = None  # tokens per optimizer step, all processes; None: one micro-batch
@@ -205,9 +216,10 @@ class TrainConfig:
     peak_flops: float | None = None  # FLOP/s that MFU is measured against; None: the GPU's, from PEAK_FLOPS
     device: str = "auto"
     seed: int = 1337
-    extra: dict = field(default_factory=dict)  # free-form notes saved with checkpoints (e.g. the model preset)
 
     def __post_init__(self):
+        _checks.one_of("model", self.model, tuple(GPT2_PRESETS))
+        _checks.probability("dropout", self.dropout)
         _checks.positive_ints(micro_batch_size=self.micro_batch_size, seq_len=self.seq_len, max_steps=self.max_steps)
         if self.warmup_steps >= self.max_steps:
             raise ValueError(f"`warmup_steps`={self.warmup_steps} must be smaller than `max_steps`={self.max_steps}")
@@ -216,6 +228,21 @@ class TrainConfig:
         _checks.one_of("precision", self.precision, ("auto", *PRECISIONS))
         if self.peak_flops is not None:
             _checks.positive_number("peak_flops", self.peak_flops)
+
+
+def build_model(name: str, vocab_size: int, seq_len: int, dropout: float = 0.0) -> GPT2:
+    """The GPT2 of a preset (`GPT2_PRESETS`, a run's `TrainConfig.model`): "tiny" (2 layers, d_model 64, context
+    `seq_len`, for CPU smoke runs) or one of OpenAI's sizes ("gpt2" = 124M, "gpt2-medium", "gpt2-large",
+    "gpt2-xl"). Attention runs through F.scaled_dot_product_attention (flash attention on a GPU); the vocabulary
+    is padded to a multiple of 64."""
+    _checks.one_of("name", name, tuple(GPT2_PRESETS))
+    options = {"vocab_size": vocab_size, "dropout": dropout, "pad_vocab_multiple": 64, "use_sdpa": True}
+    if name == "tiny":
+        return GPT2(GPT2Config(context_length=seq_len, n_layers=2, n_heads=4, d_model=64, **options))
+    config = getattr(GPT2Config, GPT2_PRESETS[name])(**options)
+    if seq_len > config.context_length:
+        raise ValueError(f"`seq_len`={seq_len} is longer than {name}'s context of {config.context_length}")
+    return GPT2(config)
 
 
 def plain_config(cfg: TrainConfig) -> dict:

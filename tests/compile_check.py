@@ -1,4 +1,4 @@
-"""Whether torch.compile traces a model's forward as one graph (used by tests/test_gpt2.py, test_char_gpt.py).
+"""Whether torch.compile traces a model's forward as one graph (used by tests/test_gpt.py, test_gpt2.py).
 
 A compiled forward should hold the model and nothing else: a Python-side check that branches on tensor values
 breaks the graph (an error under fullgraph=True), and a call of a functools.lru_cache-wrapped function makes

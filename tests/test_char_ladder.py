@@ -13,6 +13,7 @@ from torch import nn
 
 from course_lib.blocks import FeedForward, layer_norm
 from course_lib.char_ladder import LADDER, LadderBlock, LadderGPT, LayerNorm, Parts, Rung
+from course_lib.generate import generate
 from course_lib.gpt import GPT
 from course_lib.multihead import MultiHeadAttention
 
@@ -37,6 +38,19 @@ def test_the_full_rung_computes_what_the_gpt_computes_with_the_weights_copied():
     assert torch.allclose(got, expected, atol=1e-5)
     assert torch.allclose(loss, expected_loss, atol=1e-6)
     assert ladder.lm_head.weight is not ladder.tok_emb.weight  # untied: the bigram rung needs its own head
+    assert type(ladder).forward is GPT.forward  # one forward pass: the parts differ, not the pass
+
+
+def test_a_ladder_model_generates_by_recomputing_its_window():
+    # Its blocks keep no KV cache, so it offers none: generate recomputes the window at every step, past the context.
+    torch.manual_seed(0)
+    model = LadderGPT(V, T, LADDER[-2]).eval()
+    out = generate(model, _idx(3, B=2, length=2), 10, greedy=True)
+    assert out.shape == (2, 12)
+    for t in range(2, 12):
+        assert torch.equal(out[:, t], model(out[:, max(0, t - T) : t])[0][:, -1].argmax(-1)), t
+    with pytest.raises(TypeError, match="use_cache=True needs a model with a KV cache"):
+        generate(model, _idx(3, B=2, length=2), 1, use_cache=True)
 
 
 def test_the_layer_norm_module_is_nn_layer_norm_with_the_function_given():

@@ -1,5 +1,5 @@
 """Tests of course_lib.char_lm (Lesson 09): the exercises' references against formulas written out here and
-against PyTorch, sampling statistics, generation, loss estimation, the LSTM baseline, CharGPT's attention maps,
+against PyTorch, sampling statistics, generation, loss estimation, the LSTM baseline,
 and a few seconds of training that beat a uniform guess."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib import char_lm as cl
-from course_lib.char_gpt import CharGPT
+from tests.char_gpt import CharGPT
 
 FAST = settings(max_examples=30, deadline=None)
 
@@ -172,20 +172,6 @@ def test_lstm_is_causal_and_returns_the_same_interface():
     changed = idx.clone()
     changed[:, 4:] = (changed[:, 4:] + 1) % 9
     torch.testing.assert_close(model(changed)[0][:, :4], logits[:, :4])  # later inputs do not reach position 3
-
-
-def test_char_gpt_attention_maps_match_its_forward():
-    torch.manual_seed(0)
-    model = CharGPT(13, block_size=8, d_model=16, n_layers=2, n_heads=4).eval()
-    idx = torch.randint(13, (2, 7))
-    maps = model.attention_maps(idx)
-    assert maps.shape == (2, 2, 4, 7, 7)
-    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 2, 4, 7))
-    assert (maps.triu(1) == 0).all()  # causal
-    # the block's own attention on the same input gives the first layer's map
-    x = model.token_embedding(idx) + model.position_embedding(torch.arange(7))
-    _, first = model.blocks[0].attn(model.blocks[0].ln1(x), need_weights=True)
-    torch.testing.assert_close(maps[0], first)
 
 
 def test_a_few_seconds_of_training_beat_a_uniform_guess():

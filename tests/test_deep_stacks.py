@@ -57,14 +57,26 @@ def test_copy_task_batch_repeats_its_first_half_and_shifts_the_targets():
     assert torch.equal(inputs, again)
 
 
-def test_warmup_lr_climbs_linearly_then_stays():
-    rates = [deep_stacks.warmup_lr(step, 0.01, 4) for step in range(7)]
-    assert rates == pytest.approx([0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01, 0.01])
-    assert [deep_stacks.warmup_lr(step, 0.01, 0) for step in (0, 5)] == [0.01, 0.01]
-    with pytest.raises(ValueError, match="step"):
-        deep_stacks.warmup_lr(-1, 0.01, 4)
-    with pytest.raises(ValueError, match="peak_lr"):
-        deep_stacks.warmup_lr(0, 0.0, 4)
+def test_train_stack_warms_up_linearly_then_keeps_the_peak(monkeypatch):
+    """The rates Adam is given, step by step: lesson 10's warm-up, then no decay."""
+    seen = []
+    step = torch.optim.Adam.step
+
+    def record(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", record)
+    small = dict(steps=7, n_layers=1, d_model=8, n_heads=2, vocab_size=4, half=2, batch_size=2)
+    deep_stacks.train_stack(True, 4, lr=0.01, **small)
+    assert seen == pytest.approx([0.0025, 0.005, 0.0075, 0.01, 0.01, 0.01, 0.01], rel=1e-12)
+    seen.clear()
+    deep_stacks.train_stack(True, 0, lr=0.01, **small)
+    assert seen == [0.01] * 7
+    with pytest.raises(ValueError, match="lr"):
+        deep_stacks.train_stack(True, 4, lr=0.0, **small)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        deep_stacks.train_stack(True, 7, lr=0.01, **small)
 
 
 def test_stack_lm_orders_and_final_norm():
@@ -74,12 +86,13 @@ def test_stack_lm_orders_and_final_norm():
     assert [b.norm_first for b in post.blocks] == [False] * 3 and [b.norm_first for b in pre.blocks] == [True] * 3
     assert isinstance(pre.ln_f, nn.LayerNorm) and isinstance(post.ln_f, nn.Identity)
     idx = torch.randint(11, (2, 6))
-    assert post(idx).shape == pre(idx).shape == (2, 6, 11)
+    assert post(idx)[0].shape == pre(idx)[0].shape == (2, 6, 11)
+    assert pre.lm_head.bias is not None and pre.lm_head.weight is not pre.tok_emb.weight  # an untied read-out
     fc1 = pre.blocks[0].mlp.fc1  # Glorot: U(-a, a), a = sqrt(6 / (8 + 32))
     assert float(fc1.weight.detach().abs().max()) <= (6 / 40) ** 0.5 and torch.count_nonzero(fc1.bias) == 0
     changed = idx.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 11
-    assert torch.allclose(pre(changed)[:, :-1], pre(idx)[:, :-1])  # causal: the past does not see the future
+    assert torch.allclose(pre(changed)[0][:, :-1], pre(idx)[0][:, :-1])  # causal: the past does not see the future
 
 
 def test_train_stack_is_reproducible_and_learns_the_copy_task():

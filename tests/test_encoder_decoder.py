@@ -218,6 +218,8 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert config.lr_at(10) == pytest.approx(1e-3) and config.lr_at(100) == pytest.approx(0.0, abs=1e-12)
     rates = [config.lr_at(s) for s in range(10, 101)]
     assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    with pytest.raises(ValueError, match="warmup"):  # a warm-up as long as the run leaves no step to decay
+        ed.TrainConfig(steps=10, warmup=10)
 
 
 TINY_TASK = rt.ReversalTask(train_lengths=(1, 2, 3), test_lengths=(3,), test_per_length=50)

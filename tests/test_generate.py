@@ -192,10 +192,10 @@ def test_complete_returns_python_ints_without_the_stop_token():
 
 
 def test_a_model_without_a_cache_generates_by_recomputation():
-    # Lesson 09's GPT (the course's, or a learner's) has no new_cache: generate recomputes the window at every step
-    # and gives the ids the cached GPT2 with the same weights gives, the window sliding past the context (32).
+    # A learner's lesson 09 GPT has no new_cache: generate recomputes the window at every step and gives the ids the
+    # cached GPT2 with the same weights gives, the window sliding past the context (32).
     cached = _model()
-    plain = GPT(97, 32, 16, 2, 2).eval()
+    plain = LearnerGPT(97, 32, 16, 2, 2).eval()
     plain.load_state_dict(cached.state_dict())
     prompt = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(2))
     for options in (dict(greedy=True), dict(temperature=0.9, top_p=0.9)):
@@ -203,6 +203,15 @@ def test_a_model_without_a_cache_generates_by_recomputation():
         assert ids[0].shape == (2, 55) and torch.equal(ids[0], ids[1])
     with pytest.raises(TypeError, match="use_cache=True needs a model with a KV cache"):
         generate(plain, prompt, 3, use_cache=True)
+
+
+def test_lesson_09s_gpt_generates_with_its_cache():
+    # The course's GPT takes the cache (GPT2 only configures it): cached and recomputed ids agree past the context.
+    torch.manual_seed(0)
+    model = GPT(97, 32, 16, 2, 2).eval()
+    prompt = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(2))
+    ids = [generate(model, prompt, 50, greedy=True, use_cache=use) for use in (True, False)]
+    assert ids[0].shape == (2, 55) and torch.equal(ids[0], ids[1])
 
 
 def test_the_context_is_read_from_the_position_table():

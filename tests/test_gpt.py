@@ -9,7 +9,7 @@ from transformers import GPT2Config as HFConfig
 from transformers import GPT2LMHeadModel
 
 from course_lib.blocks import TransformerBlock
-from course_lib.gpt import GPT, attention_maps, init_gpt2
+from course_lib.gpt import GPT, KVCache, attention_maps, init_gpt2
 from course_lib.gpt2 import GPT2, GPT2Config
 from course_lib.gpt2_weights import from_hf_model
 from tests.compile_check import assert_one_graph
@@ -61,6 +61,9 @@ def test_sdpa_computes_the_same_logits():
     fast.load_state_dict(plain.state_dict())
     idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
     assert torch.allclose(plain(idx)[0], fast(idx)[0], atol=1e-5)
+    assert all(b.attn.use_sdpa for b in fast.blocks) and not any(b.attn.use_sdpa for b in plain.blocks)
+    # The maps always come from the explicit path (SDPA never forms the weights): the same maps either way.
+    assert torch.allclose(attention_maps(fast.eval(), idx), attention_maps(plain.eval(), idx), atol=1e-6)
 
 
 def test_another_block_class_builds_the_same_model():
@@ -78,12 +81,14 @@ def test_another_block_class_builds_the_same_model():
 
 def test_gpt2_is_this_gpt_with_gpt2s_init_and_the_same_state_dict():
     config = GPT2Config.tiny()
+    torch.manual_seed(5)
     gpt2 = GPT2(config)
-    gpt = GPT(config.vocab_size, config.context_length, config.d_model, config.n_heads, config.n_layers)
-    assert set(gpt.state_dict()) == set(gpt2.state_dict())
-    gpt.load_state_dict(gpt2.state_dict())
+    torch.manual_seed(5)  # GPT-2's parts are built in GPT's order and drawn the same: the same initial weights
+    gpt = init_gpt2(GPT(config.vocab_size, config.context_length, config.d_model, config.n_heads, config.n_layers), 2)
+    assert gpt2.state_dict().keys() == gpt.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(gpt.state_dict().values(), gpt2.state_dict().values(), strict=True))
     idx = torch.randint(config.vocab_size, (2, 10), generator=torch.Generator().manual_seed(5))
-    assert torch.allclose(gpt(idx)[0], gpt2(idx)[0], atol=1e-6)
+    assert torch.equal(gpt(idx)[0], gpt2(idx)[0])
 
 
 def test_gpt_matches_hugging_faces_gpt2_with_the_weights_copied():
@@ -126,6 +131,44 @@ def test_attention_maps_read_any_model_with_the_contracts_names():
     assert torch.allclose(maps.sum(-1), torch.ones(2, 1, 2, 7))  # every row a distribution
     assert torch.count_nonzero(maps.triu(1)) == 0  # causal
     assert torch.equal(maps, attention_maps(model, idx))
+
+
+# ---------------------------------------------------------------------------------------------------- cache
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_cache_gives_the_logits_of_full_recomputation(use_sdpa):
+    """Lesson 10's KV cache in lesson 09's GPT: a prompt, then chunks of 1 and 3 positions, equal one full pass."""
+    model = _model(use_sdpa=use_sdpa).eval()
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(12))
+    full, _ = model(idx)
+    cache = model.new_cache(2)
+    assert isinstance(cache, KVCache) and len(cache.layers) == 2 and cache.length == 0
+    assert all(layer.keys.shape == (2, 2, 0, 8) for layer in cache.layers)  # (B, H, 0, D)
+    pieces = [model(idx[:, :3], cache=cache)[0]]
+    for start, stop in [(3, 4), (4, 7), (7, 8)]:
+        pieces.append(model(idx[:, start:stop], cache=cache)[0])
+        assert cache.length == stop
+    assert torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-5)
+    with pytest.raises(ValueError, match="T=1 positions after 8 cached positions"):
+        model(idx[:, :1], cache=cache)
+
+
+def test_positions_after_the_cache_are_the_later_rows_of_the_table():
+    # Feeding position 5 alone after a cache of 5 must read pos_emb row 5, not row 0: change row 5 and the cached
+    # call's output moves, as the full pass's last position does.
+    model = _model().eval()
+    idx = torch.randint(11, (1, 6), generator=torch.Generator().manual_seed(13))
+    cache = model.new_cache(1)
+    model(idx[:, :5], cache=cache)
+    before = model(idx[:, 5:], cache=cache)[0]
+    with torch.no_grad():
+        model.pos_emb.weight[5] += torch.linspace(-1, 1, 16)  # not a constant: LayerNorm would remove that
+    cache = model.new_cache(1)
+    model(idx[:, :5], cache=cache)
+    after = model(idx[:, 5:], cache=cache)[0]
+    assert not torch.allclose(after, before)
+    assert torch.allclose(after, model(idx)[0][:, 5:], atol=1e-5)
 
 
 def test_init_gpt2_scales_the_residual_projections_and_keeps_the_tie():

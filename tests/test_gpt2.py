@@ -10,12 +10,13 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_lib import multihead
+from course_lib import gpt, multihead
 from course_lib.blocks import TransformerBlock
 from course_lib.gpt2 import (
     GPT2,
     GPT2Config,
     KVCache,
+    PaddedHead,
     attend_with_cache,
     gpt2_flops_per_token,
     gpt2_parameter_count,
@@ -86,6 +87,12 @@ def test_vocabulary_padding_rounds_up_and_logits_keep_the_real_vocabulary():
     logits, loss = model(idx, idx)
     assert logits.shape == (2, 7, 97)
     assert torch.allclose(loss, F.cross_entropy(logits.reshape(-1, 97), idx.reshape(-1)))
+    assert isinstance(model.lm_head, PaddedHead) and model.lm_head.weight is model.tok_emb.weight
+    # The padding rows change no logit: the same model without them computes the same numbers.
+    unpadded = _tiny()
+    state = {k: v[:97] if k in ("tok_emb.weight", "lm_head.weight") else v for k, v in model.state_dict().items()}
+    unpadded.load_state_dict(state)
+    assert torch.allclose(unpadded(idx)[0], logits, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------------- model
@@ -159,8 +166,8 @@ def test_sdpa_path_equals_the_explicit_path():
 def test_attention_maps_are_causal_distributions_from_the_same_pass():
     model = _tiny(use_sdpa=True)
     idx = torch.randint(0, 97, (2, 9))
-    maps = model.attention_maps(idx)
-    assert len(maps) == 2 and maps[0].shape == (2, 2, 9, 9)
+    maps = gpt.attention_maps(model, idx)  # the one pass, whichever GPT: (n_layers, B, H, T, T)
+    assert maps.shape == (2, 2, 2, 9, 9)
     for weights in maps:
         assert torch.allclose(weights.sum(-1), torch.ones(2, 2, 9))
         assert torch.all(weights.triu(diagonal=1) == 0)  # no weight on later positions
@@ -231,7 +238,8 @@ def test_cache_refuses_overflow_and_other_batch_sizes():
 
 def test_cache_holds_one_growing_layer_cache_per_block():
     model = _tiny()
-    cache = KVCache(model.config, batch_size=3)
+    cache = model.new_cache(3)
+    assert isinstance(cache, KVCache) and KVCache is gpt.KVCache  # lesson 09's GPT's cache, importable from here
     assert len(cache.layers) == model.config.n_layers and cache.length == 0 and cache.batch_size == 3
     assert all(layer.keys.shape == (3, 2, 0, 8) for layer in cache.layers)
     idx = torch.randint(0, 97, (3, 6))
@@ -243,7 +251,7 @@ def test_cache_holds_one_growing_layer_cache_per_block():
     keys = multihead.split_heads(model.blocks[0].attn.qkv(x)[..., 16:32], 2)  # (B, H, T, D)
     assert torch.allclose(cache.layers[0].keys, keys, atol=1e-6)
     with pytest.raises(ValueError, match="batch_size"):
-        KVCache(model.config, batch_size=0)
+        KVCache(2, 0, 2, 8)
 
 
 def test_attend_with_cache_is_the_one_multihead_attention_calls():

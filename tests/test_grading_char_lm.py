@@ -381,9 +381,12 @@ BORROWED = [
     ),
     wrong_answer(
         MODEL,
-        "from course_lib.char_gpt import CharGPT\n\nclass GPT(CharGPT):\n    pass\n",
-        ("course_lib.char_gpt.CharGPT", "earns no points"),
-        id="gpt-subclassing-char-gpt",
+        # Every course decoder is a subclass of the reference, whose forward pass it runs.
+        "from course_lib.char_ladder import LADDER, LadderGPT\n\nclass GPT(LadderGPT):\n"
+        "    def __init__(self, vocab_size, context_length, d_model, n_heads, n_layers, dropout=0.0):\n"
+        "        super().__init__(vocab_size, context_length, LADDER[-2])\n",
+        ("course_lib.gpt.GPT", "earns no points"),
+        id="gpt-subclassing-the-ladders-gpt",
     ),
 ]
 

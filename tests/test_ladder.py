@@ -9,10 +9,12 @@ import itertools
 import matplotlib
 import pytest
 import torch
+import torch.nn.functional as F
 
-from course_lib import ladder
-from course_lib.char_train import eval_batches
-from course_lib.modern_gpt import ModernConfig
+from course_lib import char_lm, ladder
+from course_lib.gpt import init_gpt2
+from course_lib.ladder import eval_batches
+from course_lib.modern_gpt import ModernConfig, ModernGPT
 
 matplotlib.use("Agg")
 
@@ -39,6 +41,32 @@ class _Clock:
 
 def _fake_time(monkeypatch, seconds: float) -> None:
     monkeypatch.setattr(ladder.time, "perf_counter", _Clock(seconds))
+
+
+def test_eval_batches_are_lesson_09s_windows_fixed_by_their_seed():
+    data = _data()
+    a, b, c = (eval_batches(data, 6, 40, seed=s) for s in (3, 3, 4))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0])
+    assert a[0].shape == (40, 6) and torch.equal(a[0][:, 1:], a[1][:, :-1])  # y is x shifted by one
+    ix = torch.randint(len(data) - 6, (40,), generator=torch.Generator().manual_seed(3))  # get_batch's draws
+    assert torch.equal(a[0], torch.stack([data[i : i + 6] for i in ix.tolist()]))
+    assert torch.equal(a[0], char_lm.get_batch(data, 6, 40, torch.Generator().manual_seed(3))[0])
+
+
+def test_estimate_loss_is_the_mean_cross_entropy_and_restores_the_mode():
+    torch.manual_seed(0)
+    model = init_gpt2(ModernGPT(TINY))
+    x, y = eval_batches(_data(seed=2), T, 50)
+    model.train()
+    got = ladder.estimate_loss(model, x, y, chunk=7)  # chunks that do not divide 50
+    with torch.no_grad():
+        model.eval()
+        expected = F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten()).item()
+    assert got == pytest.approx(expected, rel=1e-5)
+    model.train()
+    ladder.estimate_loss(model, x, y)
+    assert model.training
 
 
 def test_the_ladder_adds_one_change_per_rung():

@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from course_lib import gpt, modern
-from course_lib.modern_gpt import Attention, ModernConfig, ModernGPT, init_modern
+from course_lib.gpt import init_gpt2
+from course_lib.modern_gpt import Attention, ModernConfig, ModernGPT
 
 V, T = 11, 12
 ALL = dict(norm="rms", position="rope", mlp="swiglu", n_kv_heads=2, bias=False, qk_norm=True)
@@ -28,7 +29,9 @@ def test_gpt2_switches_give_lesson_09s_gpt_name_for_name_and_weight_for_weight()
     torch.manual_seed(0)
     theirs = gpt.init_gpt2(gpt.GPT(V, T, 16, 4, 2), 2)
     torch.manual_seed(0)
-    ours = init_modern(ModernGPT(_config()))
+    ours = init_gpt2(ModernGPT(_config()))
+    assert isinstance(ours, gpt.GPT) and type(ours).forward is gpt.GPT.forward  # one forward pass, lesson 09's
+    assert ours.new_cache is None  # its blocks keep no KV cache: it offers none (generate recomputes)
     assert list(theirs.state_dict()) == list(ours.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(theirs.state_dict().values(), ours.state_dict().values(), strict=True))
     idx = _idx()
@@ -41,6 +44,7 @@ def test_each_switch_changes_what_it_names():
     model = ModernGPT(_config(**ALL))
     names = dict(model.named_parameters())
     assert model.pos_emb is None and "pos_emb.weight" not in model.state_dict()  # RoPE: no table, no buffer saved
+    assert not any("rope" in key for key in model.state_dict())  # the angles are computed, never loaded
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
     assert isinstance(model.blocks[0].ln1, modern.RMSNorm) and isinstance(model.ln_f, modern.RMSNorm)
     assert isinstance(model.blocks[0].mlp, modern.SwiGLU) and model.blocks[0].mlp.w1.out_features == 42
@@ -71,11 +75,10 @@ def _complex_rope(x: torch.Tensor) -> torch.Tensor:
 def test_attention_with_every_switch_matches_a_head_by_head_computation():
     torch.manual_seed(1)
     config = _config(**ALL)
-    layer = init_modern(ModernGPT(config)).blocks[0].attn
+    layer = init_gpt2(ModernGPT(config)).blocks[0].attn
     x = torch.randn(2, 7, 16)
-    rope = modern.rope_cos_sin(T, 4)
     with torch.no_grad():
-        got = layer(x, rope)
+        got = layer(x)  # RoPE's angles are the layer's own, positions 0..6
         q, k, v = (x @ layer.qkv.weight.T).split([16, 8, 8], dim=-1)
         q, k, v = _heads(q, 4), _heads(k, 2), _heads(v, 2)  # (B, 4, 7, 4), (B, 2, 7, 4) x 2
         rms = lambda t, g: t / torch.sqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * g  # noqa: E731
@@ -92,7 +95,7 @@ def test_attention_with_every_switch_matches_a_head_by_head_computation():
 @pytest.mark.parametrize("switches", [{}, ALL, dict(position="rope", n_kv_heads=1)])
 def test_sdpa_computes_the_same_model(switches):
     torch.manual_seed(2)
-    explicit = init_modern(ModernGPT(_config(**switches)))
+    explicit = init_gpt2(ModernGPT(_config(**switches)))
     fused = ModernGPT(_config(**switches, use_sdpa=True))
     fused.load_state_dict(explicit.state_dict())
     idx = _idx(3)
@@ -103,7 +106,7 @@ def test_sdpa_computes_the_same_model(switches):
 @pytest.mark.parametrize("switches", [{}, ALL])
 def test_the_model_is_causal_and_its_loss_is_the_mean_cross_entropy(switches):
     torch.manual_seed(4)
-    model = init_modern(ModernGPT(_config(**switches))).eval()
+    model = init_gpt2(ModernGPT(_config(**switches))).eval()
     idx, targets = _idx(5), _idx(6)
     changed = idx.clone()
     changed[:, -1] = (changed[:, -1] + 1) % V
@@ -115,9 +118,9 @@ def test_the_model_is_causal_and_its_loss_is_the_mean_cross_entropy(switches):
         model(_idx(length=T + 1))
 
 
-def test_init_modern_scales_the_residual_projections():
+def test_init_gpt2_scales_every_switchs_residual_projections():
     torch.manual_seed(5)
-    model = init_modern(ModernGPT(ModernConfig(V, T, d_model=128, n_heads=4, n_layers=8, mlp="swiglu", norm="rms")))
+    model = init_gpt2(ModernGPT(ModernConfig(V, T, d_model=128, n_heads=4, n_layers=8, mlp="swiglu", norm="rms")))
     block = model.blocks[0]
     residual = 0.02 / math.sqrt(16)
     assert block.mlp.w2.weight.std().item() == pytest.approx(residual, rel=0.1)
@@ -190,9 +193,9 @@ def test_a_model_built_from_other_correct_parts_is_the_same_model(switches):
     from course_lib.modern_gpt import ModernParts
 
     torch.manual_seed(0)
-    ours = init_modern(ModernGPT(_config(**switches)))
+    ours = init_gpt2(ModernGPT(_config(**switches)))
     torch.manual_seed(0)
-    theirs = init_modern(ModernGPT(_config(**switches), ModernParts(**THEIRS)))
+    theirs = init_gpt2(ModernGPT(_config(**switches), ModernParts(**THEIRS)))
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True))
     idx = _idx(3)
@@ -215,9 +218,9 @@ def test_the_parts_given_are_the_parts_run(part, wrong):
     from course_lib.modern_gpt import ModernParts
 
     torch.manual_seed(0)
-    ours = init_modern(ModernGPT(_config(**ALL)))
+    ours = init_gpt2(ModernGPT(_config(**ALL)))
     torch.manual_seed(0)
-    theirs = init_modern(ModernGPT(_config(**ALL), ModernParts(**{part: wrong})))
+    theirs = init_gpt2(ModernGPT(_config(**ALL), ModernParts(**{part: wrong})))
     idx = _idx(4)
     with torch.no_grad():
         assert (theirs(idx)[0] - ours(idx)[0]).abs().max() > 1e-3

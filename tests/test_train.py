@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib import train_setup
-from course_lib.char_gpt import CharGPT
 from course_lib.checkpoint import CheckpointError, load_checkpoint
 from course_lib.train import (
     PEAK_FLOPS,
@@ -24,6 +23,7 @@ from course_lib.train import (
     time_the_loop,
     train,
 )
+from tests.char_gpt import CharGPT
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
 
 # ------------------------------------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def test_weight_decay_only_on_matrices():
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
-    assert {"token_embedding.weight", "position_embedding.weight", "lm_head.weight"} <= decayed
+    assert {"tok_emb.weight", "pos_emb.weight", "lm_head.weight"} <= decayed
     assert {"blocks.0.attn.qkv.weight", "blocks.0.mlp.fc1.weight"} <= decayed
     assert not any(n.endswith("bias") or ".ln" in n or n.startswith("ln_f") for n in decayed), decayed
     assert all(p.dim() == 1 for p in no_decay["params"])  # biases and LayerNorm gains

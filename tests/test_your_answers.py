@@ -47,7 +47,7 @@ UNWRITTEN_ROPE = "def rope_attention(q, k, v, base=10000.0):\n    raise NotImple
 def test_lesson_12s_ladder_is_built_from_the_answers_that_pass(monkeypatch):
     import torch
 
-    from course_lib import modern, modern_gpt
+    from course_lib import gpt, modern, modern_gpt
     from course_lib.lesson import with_your_answers
     from course_lib.workflow.your_code import YourCode
     from tests.test_grading_modern import RMS_NORM, SWIGLU_ANSWER
@@ -72,7 +72,7 @@ def test_lesson_12s_ladder_is_built_from_the_answers_that_pass(monkeypatch):
     model = modern_gpt.ModernGPT(config, parts)
     assert model.ln_f.norm is answers["rms_norm"] and isinstance(model.blocks[0].mlp, answers["SwiGLU"])
     assert model.blocks[0].attn.repeat_kv is modern.repeat_kv and model.blocks[0].attn.rope_attention is None
-    ours = modern_gpt.init_modern(modern_gpt.ModernGPT(config))
+    ours = gpt.init_gpt2(modern_gpt.ModernGPT(config))
     theirs = model
     theirs.load_state_dict(ours.state_dict())  # the same names (their SwiGLU makes its linears in another order)
     idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(0))

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib.char_gpt import CharGPT
 from course_lib.gpt2 import GPT2, GPT2Config
 from course_lib.train import TrainConfig
 from course_lib.train_data import write_shards
+from tests.char_gpt import CharGPT
 
 VOCAB = 32
 
@@ -42,7 +42,8 @@ def make_shards(data_dir: Path, train_tokens: int = 6000, val_tokens: int = 1200
 
 
 def tiny_model(seed: int = 0, dropout: float = 0.0, block_size: int = 16, kind: str = "char") -> torch.nn.Module:
-    """Lesson 09's CharGPT, or (kind="gpt2") lesson 10's GPT2 with its tied head, both about 30k parameters."""
+    """The tests' CharGPT (tests/char_gpt.py: untied head), or (kind="gpt2") lesson 10's GPT2 with its tied head,
+    both about 30k parameters."""
     torch.manual_seed(seed)
     if kind == "gpt2":
         gpt2_config = GPT2Config(VOCAB, block_size, n_layers=2, n_heads=4, d_model=32, dropout=dropout)

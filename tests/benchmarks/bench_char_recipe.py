@@ -1,4 +1,5 @@
-"""Lesson 09's CPU recipe (`FAST_CPU`) against nanoGPT's own train.py on Tiny Shakespeare (a script, not a test).
+"""A CPU recipe for a character GPT (`FAST_CPU`, tests/benchmarks/char_recipe.py) against nanoGPT's own train.py
+on Tiny Shakespeare (a script, not a test).
 
     # the comparison with the real peer: nanoGPT's train.py from a checkout, run as it is (its code is never
     # copied into this repository), interleaved with the recipe, each side at each candidate thread count
@@ -65,9 +66,9 @@ from pathlib import Path
 
 import torch
 
-from course_lib import char_train as ct
-from course_lib.char_gpt import CharGPT
 from course_lib.data import data_path
+from tests.benchmarks import char_recipe as ct
+from tests.char_gpt import CharGPT
 
 TARGET = 1.88  # nanoGPT README: "gets us a loss of only 1.88" for this CPU run
 EVAL_WINDOWS = 200 * 12  # nanoGPT's config: eval_iters=200 batches of 12, here as single windows of 64

@@ -8,9 +8,9 @@ the same number of training tokens, for every rung.
 **Rungs**: `ladder.modern_ladder`, as in the lesson (GPT-2, + RMSNorm, + RoPE, + SwiGLU, + GQA with 6 key/value
 heads for 12 query heads, + no biases, + QK-norm, + Muon), each a `ModernGPT` with GPT-2 small's sizes (12 layers
 of 768, 12 heads, context `--seq-len`, the vocabulary padded to 50,304 rows), attention through
-F.scaled_dot_product_attention, initialised with `init_modern` after `torch.manual_seed(--seed)`.
+F.scaled_dot_product_attention, initialised with `gpt.init_gpt2` after `torch.manual_seed(--seed)`.
 
-**Data**: lesson 11's token shards (`--data DIR`, written by `python -m course_lib.train_cli prepare`), or, without
+**Data**: lesson 11's token shards (`--data DIR`, written by `python -m course_lib.train prepare`), or, without
 it, Tiny Shakespeare in GPT-2's tokens (`train_data.prepare_tiny_shakespeare`, offline: about 300 thousand training
 tokens, so a run of millions of tokens repeats them many times, and the printed epochs say how many). Every rung
 reads the same batches in the same order and is evaluated on the same first `--val-batches` batches of "val".
@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))  # course_lib from this checkout (it need not be i
 import torch  # noqa: E402
 
 from course_lib import ladder, train_data, train_setup  # noqa: E402
-from course_lib.modern_gpt import ModernConfig, ModernGPT, init_modern  # noqa: E402
+from course_lib.gpt import init_gpt2  # noqa: E402
+from course_lib.modern_gpt import ModernConfig, ModernGPT  # noqa: E402
 
 PADDED_VOCAB = 50304  # GPT-2's 50,257 ids, padded to a multiple of 64 (as lesson 11's model)
 SIZES = {"small": dict(d_model=768, n_heads=12, n_layers=12), "tiny": dict(d_model=64, n_heads=4, n_layers=2)}
@@ -75,7 +76,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def run_rung(rung: ladder.Rung, args, device: str, precision: str, data: Path, steps: int) -> dict:
     """Train one rung for `steps` steps on the shards in `data`; its tokens/s and validation loss."""
     torch.manual_seed(args.seed)
-    model = init_modern(ModernGPT(rung.config)).to(device)
+    model = init_gpt2(ModernGPT(rung.config)).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     settings = ladder.LadderSettings(
         steps=steps, batch_size=args.batch_size, lr=6e-4, betas=(0.9, 0.95), warmup_steps=max(1, steps // 10)

@@ -19,8 +19,9 @@ import time
 import torch
 
 from course_lib.train import TrainConfig, train
-from course_lib.train_cli import SMOKE, build_model, default_data_dir
+from course_lib.train_cli import SMOKE, default_data_dir
 from course_lib.train_data import prepare_tiny_shakespeare, read_header
+from course_lib.train_setup import build_model
 
 
 def main() -> None:
@@ -42,6 +43,7 @@ def main() -> None:
         prepare_tiny_shakespeare(data_dir)
     config = TrainConfig(
         data_dir=str(data_dir),
+        model=args.model,
         micro_batch_size=args.micro_batch_size,
         seq_len=args.seq_len,
         max_steps=args.steps,
@@ -52,7 +54,7 @@ def main() -> None:
         compile=args.compile,
     )
     torch.manual_seed(config.seed)
-    model = build_model(args.model, read_header(data_dir)["vocab_size"], config.seq_len)
+    model = build_model(config.model, read_header(data_dir)["vocab_size"], config.seq_len, config.dropout)
     started = time.perf_counter()
     records = train(model, config)
     wall = time.perf_counter() - started

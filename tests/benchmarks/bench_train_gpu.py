@@ -5,7 +5,7 @@
     python tests/benchmarks/bench_train_gpu.py --ablation                       # one change at a time (minutes)
     python tests/benchmarks/bench_train_gpu.py --device cpu --tiny --variants eager   # the code path on a CPU
 
-**Models**, each in this process with the same settings: the course's GPT-2 (`train_cli.build_model("gpt2")`:
+**Models**, each in this process with the same settings: the course's GPT-2 (`train_setup.build_model("gpt2")`:
 attention through F.scaled_dot_product_attention, vocabulary padded to 50,304 rows); Hugging Face's
 `GPT2LMHeadModel` with attn_implementation="sdpa", always; and, with `--nanogpt PATH`, nanoGPT's `GPT` from
 PATH/model.py, imported from that checkout (nothing of it is copied here). All three are GPT-2 small with biases,
@@ -52,7 +52,7 @@ from torch import nn
 from course_lib import train_setup
 from course_lib.gpt2 import gpt2_flops_per_token, gpt2_parameter_count
 from course_lib.train import attention_shape, estimate_mfu
-from course_lib.train_cli import build_model
+from course_lib.train_setup import build_model
 
 VOCAB = 50257  # GPT-2's tokenizer; every model pads its embedding to 50,304 rows
 TINY = {"n_layer": 2, "n_head": 4, "n_embd": 64}  # the course's "tiny" preset

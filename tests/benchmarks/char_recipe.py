@@ -1,28 +1,31 @@
-"""One training loop for the character models of lesson 09 (CharGPT, the bigram table, the LSTM).
+"""The training loop of the CPU-recipe benchmark (bench_char_recipe.py) and its tests: nanoGPT's character
+recipe, run on the course's model (a script's helper, not a lesson's code).
 
     CharTrainConfig     batch/block size, AdamW settings, warm-up + cosine schedule, evaluation, stopping rules
     NANOGPT_CPU         nanoGPT's README configuration for Tiny Shakespeare on a CPU (2,000 steps of 12 x 64)
-    FAST_CPU            the course's faster CPU recipe (see its comment for what it was measured to buy)
-    lr_at               nanoGPT's get_lr: linear warm-up, cosine decay to min_lr, then min_lr
-    eval_batches        fixed evaluation windows of the validation ids, drawn once with their own seed
-    estimate_loss       mean loss over fixed windows, in eval mode, without gradients
+    FAST_CPU            the faster CPU recipe the benchmark measured (see its comment for what it was measured to buy)
+    lr_at               nanoGPT's get_lr, reproduced as nanoGPT writes it: a warm-up of (step + 1) / (warmup + 1),
+                        a cosine decay to min_lr, then min_lr. (The course's schedule, lesson 10's
+                        `course_lib.train.cosine_lr`, warms up over (step + 1) / warmup; this copy keeps nanoGPT's
+                        own rule so that the benchmark compares recipes, not two warm-ups.)
     train_char_model    AdamW + schedule + clipping on random training windows; stops at max_iters, at a
                         target validation loss, or when a time budget is spent; returns a History
     History             what happened: per step (loss, lr, seconds, tokens) and per evaluation (val loss)
 
 Batches are drawn as lesson 09's `get_batch` draws them: ix = randint(len(data) - block_size, (batch,))
 with a seeded torch.Generator, x = data[ix : ix + block], y the same windows shifted by one; the same seed
-therefore gives the same batches, and on one machine with one thread count, the same losses.
+therefore gives the same batches, and on one machine with one thread count, the same losses. Evaluation is lesson
+12's: `course_lib.ladder.eval_batches` (fixed windows) and `estimate_loss`.
 
 Clocks: `History.train_s` counts the training steps only (evaluation is paused out of it, so a frequent
 evaluation does not slow the run it measures); `History.wall_s` counts everything. The time budget is on the
-wall clock, so a lesson that asks for 20 seconds gets about 20 seconds.
+wall clock, so a run that asks for 20 seconds gets about 20 seconds.
 
-Typical use (lesson 09): the recipe with the lesson's own budget, a live plot from the callback:
+Typical use: the recipe with a budget, a callback per event:
 
-    model = CharGPT(vocab_size, FAST_CPU.block_size, **FAST_CPU_MODEL)
+    model = CharGPT(vocab_size, FAST_CPU.block_size, **FAST_CPU_MODEL)   # tests/char_gpt.py
     history = train_char_model(model, train_ids, FAST_CPU.replace(time_budget_s=60), val_data=val_ids,
-                               callback=lambda event: plot.update(event) if event.kind == "eval" else None)
+                               callback=lambda event: print(event) if event.kind == "eval" else None)
 
 Shape legend: B batch, T time (block_size), V vocabulary, N length of an id sequence, E evaluation windows.
 """
@@ -37,10 +40,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
+from course_lib.ladder import estimate_loss, eval_batches
 
 __all__ = [
     "FAST_CPU",
@@ -49,8 +52,6 @@ __all__ = [
     "CharTrainConfig",
     "History",
     "TrainEvent",
-    "estimate_loss",
-    "eval_batches",
     "lr_at",
     "train_char_model",
 ]
@@ -167,37 +168,6 @@ def _get_batch(data: Tensor, block_size: int, batch_size: int, generator: torch.
     """Lesson 09's get_batch (same draws, same windows), with one gather instead of a Python loop."""
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)  # (B,) window starts
     return _windows(data, ix, block_size)
-
-
-def eval_batches(data: Tensor, block_size: int, n_windows: int, seed: int = 0) -> tuple[Tensor, Tensor]:
-    """`n_windows` random windows of `data` drawn once with their own seed -> x, y both (E, T).
-
-    Evaluating on the same windows at every evaluation (and for every recipe being compared) removes the
-    batch-to-batch noise from the comparison; only the model changes."""
-    _checks.positive_ints(block_size=block_size, n_windows=n_windows)
-    _check_ids("data", data, block_size)
-    generator = torch.Generator().manual_seed(seed)
-    ix = torch.randint(len(data) - block_size, (n_windows,), generator=generator)
-    return _windows(data, ix, block_size)
-
-
-@torch.no_grad()
-def estimate_loss(model: nn.Module, x: Tensor, y: Tensor, chunk: int = 256) -> float:
-    """Mean cross-entropy per character of `model` on windows x, y (E, T), in eval mode, without gradients.
-
-    The windows are run `chunk` at a time (fewer, larger matrix products than the training batch size)."""
-    _checks.tensors(x=(x, "E, T"), y=(y, "E, T"))
-    _checks.positive_int("chunk", chunk)
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    try:
-        for start in range(0, len(x), chunk):
-            logits, _ = model(x[start : start + chunk])  # (e, T, V)
-            total += F.cross_entropy(logits.flatten(0, 1), y[start : start + chunk].flatten(), reduction="sum").item()
-    finally:
-        model.train(was_training)
-    return total / y.numel()
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Tests of course_lib.char_train: nanoGPT's schedule written out independently, batches drawn as lesson 09's
-get_batch draws them, evaluation on fixed windows against F.cross_entropy, AdamW's decay groups, and small real
-training runs on Tiny Shakespeare (the loss falls, one seed gives one history, the stopping rules hold)."""
+"""Tests of the CPU-recipe benchmark's training loop (tests/benchmarks/char_recipe.py): nanoGPT's schedule written
+out independently, batches drawn as lesson 09's get_batch draws them, AdamW's decay groups, and small real training
+runs on Tiny Shakespeare (the loss falls, one seed gives one history, the stopping rules hold)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
-from course_lib import char_train as ct
-from course_lib.char_gpt import CharGPT
 from course_lib.data import data_path
+from course_lib.ladder import eval_batches
+from tests.benchmarks import char_recipe as ct
+from tests.char_gpt import CharGPT
 
 
 @pytest.fixture(scope="module")
@@ -108,30 +108,6 @@ def test_batches_are_lesson_09s_get_batch(shakespeare):
     assert torch.equal(y, torch.stack([train[i + 1 : i + 17] for i in ix.tolist()]))
 
 
-def test_eval_batches_are_fixed_by_their_seed(shakespeare):
-    _, val, _ = shakespeare
-    a, b, c = (ct.eval_batches(val, 16, 40, seed=s) for s in (3, 3, 4))
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
-    assert not torch.equal(a[0], c[0])
-    assert torch.equal(a[0][:, 1:], a[1][:, :-1])  # y is x shifted by one
-    assert a[0].shape == (40, 16)
-
-
-def test_estimate_loss_is_mean_cross_entropy_and_restores_mode(shakespeare):
-    _, val, vocab = shakespeare
-    model = _tiny_model(vocab)
-    x, y = ct.eval_batches(val, 32, 50)
-    model.train()
-    got = ct.estimate_loss(model, x, y, chunk=7)  # chunks that do not divide 50
-    with torch.no_grad():
-        model.eval()
-        expected = F.cross_entropy(model(x)[0].flatten(0, 1), y.flatten()).item()
-    assert got == pytest.approx(expected, rel=1e-5)
-    model.train()
-    ct.estimate_loss(model, x, y)
-    assert model.training
-
-
 def test_weight_decay_skips_biases_and_norms():
     model = _tiny_model(10)
     groups = ct._optimizer(model, ct.NANOGPT_CPU).param_groups
@@ -147,6 +123,7 @@ def test_loss_falls_and_history_is_complete(shakespeare):
     train, val, vocab = shakespeare
     events = []
     history = ct.train_char_model(_tiny_model(vocab), train, TINY, val_data=val, callback=events.append)
+    assert history.val_loss[0] == pytest.approx(ct.estimate_loss(_tiny_model(vocab), *eval_batches(val, 32, 64)))
     assert history.stop_reason == "max_iters"
     assert history.steps == list(range(1, 61))
     assert history.eval_steps == [0, 20, 40, 60]
