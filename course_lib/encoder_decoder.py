@@ -5,9 +5,10 @@
     greedy_step             one step of greedy decoding: the next token of every sequence, <eos> stops each
     Seq2SeqConfig           the model's sizes (presets: tiny, small, paper_base)
     EncoderDecoderTransformer
-                            token embeddings x sqrt(d_model) + sinusoidal positions, a post-LN Encoder and
-                            Decoder (course_lib.blocks) of the layer classes given (the lesson passes the
-                            learner's EncoderLayer), an output layer tied to the embeddings
+                            token embeddings x sqrt(d_model) + sinusoidal positions, a stack of post-LN encoder
+                            layers and one of decoder layers (course_lib.blocks) of the classes given, an output
+                            layer tied to the embeddings: the lesson's exercise, which the learner assembles
+                            from their lesson 06 EncoderLayer
     greedy_decode           encode once, then append the most likely token until every sequence has its <eos>
     past_only_predictions   each position predicted from the tokens before it only (a test of causality)
     TrainConfig, train      Adam with warm-up, a progress bar and an optional live loss curve
@@ -32,7 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
-from course_lib.blocks import Decoder, DecoderLayer, Encoder, EncoderLayer
+from course_lib.blocks import DecoderLayer, EncoderLayer
 from course_lib.loss_plots import LossPlot
 from course_lib.position import PositionEncoding
 from course_lib.reversal_task import BOS_ID, EOS_ID, PAD_ID, VOCAB_SIZE, ReversalTask, exact_match, reversal_batch
@@ -145,16 +146,28 @@ class Seq2SeqConfig:
 class EncoderDecoderTransformer(nn.Module):
     """The 2017 transformer: an encoder reads the source, a decoder writes the target one token at a time.
 
-    Lesson 07. Both sides embed tokens with one shared table, multiply by sqrt(d_model) and add sinusoidal
-    positions; dropout follows. The encoder turns src (B, S) into the memory (B, S, d_model); the decoder reads
-    its input (B, T) — the target shifted right — and the memory, and `lm_head` gives logits (B, T, V).
+    Lesson 07, exercise `EncoderDecoderTransformer`, assembled from lesson 06's layers. The contract:
 
-    Initialisation: the embedding table starts with std d_model**-0.5, so that sqrt(d_model) x embedding has
-    unit-sized entries and, with the output layer tied to the same matrix, the first logits are O(1).
-
-    The layers: `encoder_layer` and `decoder_layer` are classes called as lesson 06's `EncoderLayer(d_model,
-    n_heads, d_hidden, dropout, activation, norm_first)` and the course's `DecoderLayer` are; lesson 07 builds the
-    encoder from the learner's own `EncoderLayer` (course_lib.lesson.your_code).
+    - `__init__(config, encoder_layer=EncoderLayer, decoder_layer=DecoderLayer)` keeps `config` and builds
+      `tok_emb = nn.Embedding(vocab_size, d_model)`, initialised with std d_model**-0.5 (so that sqrt(d_model) x
+      embedding has unit-sized entries and, with the output layer tied to the same matrix, the first logits are
+      O(1)); `pos = PositionEncoding(d_model, context_length)` (lesson 03); `dropout = nn.Dropout(dropout)`;
+      `encoder`, an nn.ModuleList of n_layers `encoder_layer(d_model, n_heads, d_hidden, dropout)`, and `decoder`,
+      one of n_layers `decoder_layer(d_model, n_heads, d_hidden, dropout)` (post-LN and ReLU, the layers'
+      defaults, as lesson 06's `EncoderLayer` and `DecoderLayer` are called); `lm_head = nn.Linear(d_model,
+      vocab_size, bias=False)`, whose weight *is* `tok_emb.weight` when `config.tie_embeddings`. The layer classes
+      are the ones given: lesson 07 passes the learner's `EncoderLayer`, and a broken decoder layer for its
+      "spot the bug".
+    - Both sides embed with the one shared table: dropout(pos(tok_emb(ids) * sqrt(d_model))).
+    - `source_mask(src)`: (B, S) bool, True at real tokens (`src != config.pad_id`).
+    - `encode(src, src_mask=None)` -> the memory (B, S, d_model): the embedded source through every encoder layer,
+      each given the padding mask (`source_mask(src)` when None).
+    - `decode(tgt, memory, src_mask=None, need_weights=False)` -> logits (B, T, V): the embedded target through
+      every decoder layer, each reading the same memory with `src_mask` on its cross-attention (None: every source
+      position is real), then `lm_head`; with need_weights, (logits, cross-attention weights (L, B, H, T, S)).
+    - `forward(src, tgt)` -> logits (B, T, V): teacher forcing, `decode(tgt, encode(src, mask), mask)` with the
+      source's padding mask.
+    - S or T longer than context_length raises ValueError (the position table has no row for them).
     """
 
     def __init__(
@@ -170,9 +183,10 @@ class EncoderDecoderTransformer(nn.Module):
         nn.init.normal_(self.tok_emb.weight, std=c.d_model**-0.5)
         self.pos = PositionEncoding(c.d_model, c.context_length)
         self.dropout = nn.Dropout(c.dropout)
-        layers = dict(d_hidden=c.d_hidden, dropout=c.dropout, activation="relu", norm_first=False)
-        self.encoder = Encoder(c.n_layers, c.d_model, c.n_heads, **layers, layer=encoder_layer)
-        self.decoder = Decoder(c.n_layers, c.d_model, c.n_heads, **layers, layer=decoder_layer)
+        # Post-LN layers (the 2017 order) end with their own LayerNorm: the stacks need no final one.
+        sizes = (c.d_model, c.n_heads, c.d_hidden, c.dropout)
+        self.encoder = nn.ModuleList(encoder_layer(*sizes) for _ in range(c.n_layers))
+        self.decoder = nn.ModuleList(decoder_layer(*sizes) for _ in range(c.n_layers))
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight  # one Parameter, two uses: (V, C) either way
@@ -189,7 +203,10 @@ class EncoderDecoderTransformer(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
         """The memory: one vector per source position. src: (B, S), src_mask: (B, S) bool -> (B, S, d_model)."""
         src_mask = self.source_mask(src) if src_mask is None else src_mask
-        return self.encoder(self.embed(src), src_mask)
+        x = self.embed(src)  # (B, S, C)
+        for layer in self.encoder:
+            x = layer(x, src_mask)  # every position reads every real source position
+        return x
 
     def decode(
         self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None = None, need_weights: bool = False
@@ -202,9 +219,13 @@ class EncoderDecoderTransformer(nn.Module):
         later than every real position, so the causal mask already hides it from them.
         """
         x = self.embed(tgt)  # (B, T, C)
-        x, _, cross = self.decoder(x, memory, None, src_mask, need_weights=True)  # L x (B, H, T, S)
+        cross = []
+        for layer in self.decoder:
+            # No target padding mask (None); the source's padding blocks the memory's keys in cross-attention.
+            x, _, weights = layer(x, memory, None, src_mask, need_weights=True)  # weights (B, H, T, S)
+            cross.append(weights)
         logits = self.lm_head(x)  # (B, T, C) -> (B, T, V)
-        return (logits, torch.stack(cross)) if need_weights else logits
+        return (logits, torch.stack(cross)) if need_weights else logits  # weights: L x (B, H, T, S) -> (L, ...)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """Teacher forcing: src (B, S), tgt = shift_right(labels) (B, T) -> logits (B, T, V)."""
@@ -225,7 +246,8 @@ def greedy_decode(
     Lesson 07. Stops when every sequence has produced <eos> or after `max_new_tokens` (default: the source
     length + 1); after its <eos> a sequence gets <pad>. src: (B, S) -> (B, t) token ids, without the <bos>.
     """
-    _checks.instance("model", model, EncoderDecoderTransformer, "an EncoderDecoderTransformer")
+    # Yours or the course's: any module with the exercise's `config`, `source_mask`, `encode` and `decode`.
+    _checks.instance("model", model, nn.Module, "an encoder-decoder model (lesson 07's EncoderDecoderTransformer)")
     _checks.tensor("src", src, "B, S", integer=True)
     limit = src.shape[1] + 1 if max_new_tokens is None else max_new_tokens
     _checks.positive_int("max_new_tokens", limit)

@@ -223,8 +223,28 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("encoder_decoder", "reversal_task", "blocks", "loss_plots", "plotting"),
         references="course_lib.encoder_decoder",
         grader="course_lib.grading.encoder_decoder",
-        exercises=_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
-        your_lessons=("05_multi_head_attention", "06_transformer_blocks"),  # the encoder is built from your layers
+        # The model is assembled from lesson 06's layers and lesson 03's positions: in the learner's kernel their own
+        # EncoderLayer and PositionEncoding where they passed their checks (course_lib.lesson.your_code), the
+        # course's DecoderLayer (lesson 06 has no decoder-layer exercise); in a graded answer's sandbox the course's.
+        preamble=STANDARD_IMPORTS
+        + "from course_lib.blocks import DecoderLayer, EncoderLayer\nfrom course_lib.position import PositionEncoding\n",
+        exercises=(
+            Exercise(
+                "EncoderDecoderTransformer",
+                # PyTorch's own stacks, and the course's lesson 06 stacks: the loops over the layers are the exercise.
+                shortcuts=(
+                    "torch.nn.Transformer",
+                    "torch.nn.TransformerEncoder",
+                    "torch.nn.TransformerDecoder",
+                    "course_lib.blocks.Encoder",
+                    "course_lib.blocks.Decoder",
+                ),
+                builds_on=("EncoderLayer", "PositionEncoding"),
+            ),
+            *_exercises("shift_right", "masked_cross_entropy", "greedy_step"),
+        ),
+        # Your PositionEncoding (03) and EncoderLayer (06, on your 05 MultiHeadAttention) build your model.
+        your_lessons=("03_position_encoding", "05_multi_head_attention", "06_transformer_blocks"),
     ),
     Lesson(
         "08_statquest_decoder",

@@ -259,7 +259,8 @@ def _run_on_colab(
 # What each lesson's banner says when the learner's classes all passed their checks there.
 YOURS = {
     "06_transformer_blocks": "Running your `MultiHeadAttention` (lesson 05).",
-    "07_encoder_decoder": "Running your `MultiHeadAttention` (lesson 05); your `EncoderLayer` (lesson 06).",
+    "07_encoder_decoder": "Running your `PositionEncoding` (lesson 03); your `MultiHeadAttention` (lesson 05); your "
+    "`EncoderLayer` (lesson 06).",
     "09_char_gpt": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06).",
     "10_gpt2": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
     "your `GPT` (lesson 09).",

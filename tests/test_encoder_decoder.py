@@ -307,8 +307,8 @@ def test_the_model_is_built_from_the_layer_classes_given_and_runs_them():
     ours = ed.EncoderDecoderTransformer(config)
     torch.manual_seed(0)
     theirs = ed.EncoderDecoderTransformer(config, encoder_layer=_OwnEncoderLayer)
-    assert all(type(layer) is _OwnEncoderLayer for layer in theirs.encoder.layers)
-    assert type(theirs.decoder.layers[0]) is type(ours.decoder.layers[0])  # the course's decoder layer
+    assert all(type(layer) is _OwnEncoderLayer for layer in theirs.encoder)
+    assert type(theirs.decoder[0]) is type(ours.decoder[0])  # the course's decoder layer
     # The same weights under the learner's names: the same logits, so the model runs the given layers as they are.
     names = {"self_attn.qkv": "qkv", "self_attn.out_proj": "out", "mlp.fc1": "fc1", "mlp.fc2": "fc2"}
     state = {}

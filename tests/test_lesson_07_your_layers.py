@@ -1,12 +1,15 @@
-"""Lesson 07 trains an encoder-decoder whose encoder is made of the learner's own lesson 06 `EncoderLayer`.
+"""Lesson 07 trains the learner's own encoder-decoder: their `EncoderDecoderTransformer` of exercise 1, built from
+their lesson 06 `EncoderLayer` and their lesson 03 `PositionEncoding`.
 
-Executed as a learner runs it, next to their saved lessons 05 and 06 (a fresh work folder, `COURSE_WORK_DIR`): with
-both solved, the banner names their attention and encoder layer, the model's encoder layers are their class, and the
-lesson trains and decodes with it. With an encoder layer that fails its visible check (the padding mask ignored),
-the course's layer stands in and the banner says why, and that the learner's attention, which it was built on, does
-not run. Both at the lesson's smallest sizes (COURSE_SMALL_RUN) and up to the greedy decoding of section 6: they are
-about the choice of classes; the instructor's run of the whole lesson (tests/test_notebooks_execute.py) checks what
-its text says of the numbers.
+Executed as a learner runs it, next to their saved lessons 03, 05 and 06 (a fresh work folder, `COURSE_WORK_DIR`):
+with everything solved, the banners name their positions, attention, encoder layer and model, the model trained is
+their class built from their layers, and the lesson trains and decodes with it. With an encoder layer that fails its
+visible check (the padding mask ignored), their model is built from the course's layer and the banner says why, and
+that the learner's attention, which it was built on, does not run. With a model that fails its own visible check
+(cross-attention without the source's mask), the course's model trains, built from the course's classes, and the
+banner says why and which of the learner's classes it leaves out. All at the lesson's smallest sizes
+(COURSE_SMALL_RUN) and up to the greedy decoding of section 6: they are about the choice of classes; the
+instructor's run of the whole lesson (tests/test_notebooks_execute.py) checks what its text says of the numbers.
 """
 
 from __future__ import annotations
@@ -20,28 +23,36 @@ from tests.nbtools import execute, read, solved, source_path, with_answer
 pytestmark = pytest.mark.slow
 
 LESSON = "07_encoder_decoder"
-EARLIER = ("05_multi_head_attention", "06_transformer_blocks")
-IMPORTS = 'yours = your_code("05_multi_head_attention", "06_transformer_blocks")'
-MODEL = "model = ref.EncoderDecoderTransformer(config, encoder_layer=EncoderLayer)"
+EARLIER = ("03_position_encoding", "05_multi_head_attention", "06_transformer_blocks")
+IMPORTS = 'yours = your_code("03_position_encoding", "05_multi_head_attention", "06_transformer_blocks")'
+CHOICE = 'trained = with_your_answers(yours, "07_encoder_decoder"'
+MODEL = "model = Model(config)"
+CHECK = "check_EncoderDecoderTransformer(EncoderDecoderTransformer)"
 TRAIN = "history = ref.train(model, task, train_config"
 DECODED = "outputs = ref.greedy_decode(model, src_examples)"
+YOURS = (
+    "Running your `PositionEncoding` (lesson 03); your `MultiHeadAttention` (lesson 05); your `EncoderLayer` (lesson "
+    "06)"
+)
 
 
-def _run(tmp_path, monkeypatch, earlier: dict):
+def _run(tmp_path, monkeypatch, earlier: dict, nb=None, allow_errors: bool = False):
+    """Lesson 07 (`nb`, default solved) executed in tmp_path/work/07_encoder_decoder with `earlier` saved beside it,
+    up to the greedy decoding of held-out strings (what follows uses the same model). A cell's error stops the run
+    unless `allow_errors` (a failing visible check is part of that run)."""
     work = tmp_path / "work"
-    for lesson, nb in earlier.items():
+    for lesson, saved in earlier.items():
         (work / lesson).mkdir(parents=True)
-        nbformat.write(nb, work / lesson / f"{lesson}.ipynb")
+        nbformat.write(saved, work / lesson / f"{lesson}.ipynb")
     monkeypatch.setenv("COURSE_WORK_DIR", str(work))
     monkeypatch.setenv("COURSE_SELF_GRADE", "off")
     monkeypatch.setenv("COURSE_SMALL_RUN", "1")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
     (work / LESSON).mkdir()
-    nb = solved(LESSON)
-    # Up to the greedy decoding of held-out strings: what follows (evaluation, the swapped decoder) uses the same model.
+    nb = solved(LESSON) if nb is None else nb
     (last,) = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and DECODED in c.source]
     nb.cells = nb.cells[: last + 1]
-    execute(nb, timeout=300, folder=work / LESSON)
+    execute(nb, timeout=300, folder=work / LESSON, allow_errors=allow_errors)
     return nb
 
 
@@ -51,42 +62,96 @@ def _printed(nb, marker: str) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
-def test_a_learner_who_solved_05_and_06_trains_an_encoder_of_their_own_layers(tmp_path, monkeypatch):
+def _errors(nb, but=None) -> list:
+    return [
+        o for c in nb.cells if c.cell_type == "code" and c is not but for o in c.outputs if o.output_type == "error"
+    ]
+
+
+def test_a_learner_who_solved_03_05_06_and_07_trains_their_own_model_of_their_own_layers(tmp_path, monkeypatch):
     nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER})
-    assert _printed(nb, IMPORTS).strip() == (
-        "Running your `MultiHeadAttention` (lesson 05); your `EncoderLayer` (lesson 06)."
-    )
-    assert "the encoder's layers: your_06_transformer_blocks EncoderLayer" in _printed(nb, MODEL)
+    assert _printed(nb, IMPORTS).strip() == YOURS + "."
+    assert _printed(nb, CHOICE).strip() == YOURS + "; your `EncoderDecoderTransformer` (lesson 07)."
+    model = _printed(nb, MODEL)
+    assert "your EncoderDecoderTransformer\n" in model
+    assert "the encoder's layers: your_06_transformer_blocks EncoderLayer" in model
+    assert "the positions: your_03_position_encoding PositionEncoding" in model
     assert "mean loss of the last" in _printed(nb, TRAIN)
     decoded = _printed(nb, DECODED)  # a held-out string of each test length, decoded by the model trained here
     assert decoded.count(" -> ") >= 3 and " right" in decoded, decoded
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    assert errors == []
+    assert _errors(nb) == []
 
 
-def test_an_encoder_layer_that_fails_its_check_gives_way_to_the_courses_and_the_banner_says_why(tmp_path, monkeypatch):
-    blocks = solved(EARLIER[1])
+def test_an_encoder_layer_that_fails_its_check_gives_way_to_the_courses_inside_the_learners_model(
+    tmp_path, monkeypatch
+):
+    blocks = solved(EARLIER[2])
     (code,) = [c.source for c in blocks.cells if grade_id(c) == "EncoderLayer"]
     no_mask = code.replace("self.self_attn(x, mask)", "self.self_attn(x)")
     assert no_mask != code
-    nb = _run(
-        tmp_path,
-        monkeypatch,
-        {EARLIER[0]: solved(EARLIER[0]), EARLIER[1]: with_answer(blocks, "EncoderLayer", no_mask)},
-    )
+    earlier = {lesson: solved(lesson) for lesson in EARLIER} | {
+        EARLIER[2]: with_answer(blocks, "EncoderLayer", no_mask)
+    }
+    nb = _run(tmp_path, monkeypatch, earlier)
     first, second = _printed(nb, IMPORTS).strip().splitlines()
-    assert first.startswith("Running the course's `EncoderLayer` (lesson 06: its visible check says: "), first
+    start = (
+        "Running your `PositionEncoding` (lesson 03); the course's `EncoderLayer` (lesson 06: its visible check says: "
+    )
+    assert first.startswith(start), first
     assert first.endswith(").") and ".)." not in first, first
     assert second == (
         "Not running your `MultiHeadAttention` (lesson 05): the course's `EncoderLayer` is built from the course's "
         "classes."
     )
-    assert "the encoder's layers: course_lib.blocks EncoderLayer" in _printed(nb, MODEL)
+    choice = _printed(nb, CHOICE).strip().splitlines()
+    assert choice[0].startswith(start) and choice[0].endswith("); your `EncoderDecoderTransformer` (lesson 07)."), (
+        choice
+    )
+    model = _printed(nb, MODEL)
+    assert "your EncoderDecoderTransformer\n" in model
+    assert "the encoder's layers: course_lib.blocks EncoderLayer" in model
+    assert "the positions: your_03_position_encoding PositionEncoding" in model
     assert "mean loss of the last" in _printed(nb, TRAIN)
 
 
-def test_the_lesson_builds_its_encoder_and_the_swapped_model_from_the_layer_it_chose():
+def test_a_model_that_fails_its_check_gives_way_to_the_courses_model_of_the_courses_classes(tmp_path, monkeypatch):
+    nb = solved(LESSON)
+    (code,) = [c.source for c in nb.cells if grade_id(c) == "EncoderDecoderTransformer"]
+    unmasked = code.replace(
+        "layer(x, memory, None, src_mask, need_weights=True)", "layer(x, memory, need_weights=True)"
+    )
+    assert unmasked != code
+    nb = with_answer(nb, "EncoderDecoderTransformer", unmasked)
+    earlier = {lesson: solved(lesson) for lesson in EARLIER}
+    nb = _run(tmp_path, monkeypatch, earlier, nb=nb, allow_errors=True)
+    (check,) = [c for c in nb.cells if c.cell_type == "code" and CHECK in c.source]
+    (error,) = [o for o in check.outputs if o.output_type == "error"]
+    assert "cross-attention reads the memory's padding" in error.evalue  # the learner sees why in the check's output
+    assert _printed(nb, IMPORTS).strip() == YOURS + "."  # the earlier lessons' classes passed
+    first, second = _printed(nb, CHOICE).strip().splitlines()
+    assert first.startswith("Running the course's `EncoderDecoderTransformer` (lesson 07: its visible check says: ")
+    assert "cross-attention reads the memory's padding" in first and ".)." not in first, first
+    assert second == (
+        "Not running your `PositionEncoding` (lesson 03), `MultiHeadAttention` (lesson 05), `EncoderLayer` "
+        "(lesson 06): the course's `EncoderDecoderTransformer` is built from the course's classes."
+    )
+    model = _printed(nb, MODEL)  # what the banner says: the course's model, of the course's layers and positions
+    assert "the course's EncoderDecoderTransformer\n" in model
+    assert "the encoder's layers: course_lib.blocks EncoderLayer" in model
+    assert "the positions: course_lib.position PositionEncoding" in model
+    assert "mean loss of the last" in _printed(nb, TRAIN)
+    assert _errors(nb, but=check) == []  # the rest ran
+
+
+def test_the_lesson_builds_its_models_from_the_class_it_chose():
     cells = [c.source for c in read(source_path(LESSON)).cells if c.cell_type == "code"]
-    assert any(IMPORTS in c and "EncoderLayer = yours.EncoderLayer" in c for c in cells)
+    assert any(
+        IMPORTS in c and "EncoderLayer = yours.EncoderLayer" in c and "PositionEncoding = yours." in c for c in cells
+    )
+    assert any(CHOICE in c and "Model = trained.EncoderDecoderTransformer" in c for c in cells)
     assert any(MODEL in c for c in cells)
-    assert any("encoder_layer=EncoderLayer, decoder_layer=SwappedDecoderLayer" in c for c in cells)
+    assert any("default_init = Model(config)" in c for c in cells)
+    assert any("buggy = Model(config, decoder_layer=SwappedDecoderLayer)" in c for c in cells)
+    # Only the paper's base model, a count of parameters, is built from the course's class by name.
+    built = [c for c in cells if "ref.EncoderDecoderTransformer(" in c]
+    assert len(built) == 1 and "paper_base()" in built[0], built

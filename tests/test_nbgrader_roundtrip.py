@@ -140,12 +140,41 @@ ONE_WRONG = {
         "exact (erf) GELU",
     ),
     "07_encoder_decoder": (
-        "masked_cross_entropy",
-        "import torch.nn.functional as F\n\n\n"
-        "def masked_cross_entropy(logits, targets, pad_id):\n"
-        "    B, T, V = logits.shape\n"
-        "    return F.cross_entropy(logits.reshape(B * T, V), targets.reshape(B * T))\n",
-        "padding was counted in the loss",
+        "EncoderDecoderTransformer",
+        "class EncoderDecoderTransformer(nn.Module):\n"
+        "    def __init__(self, config, encoder_layer=EncoderLayer, decoder_layer=DecoderLayer):\n"
+        "        super().__init__()\n"
+        "        self.config = c = config\n"
+        "        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model)\n"
+        "        nn.init.normal_(self.tok_emb.weight, std=c.d_model**-0.5)\n"
+        "        self.pos = PositionEncoding(c.d_model, c.context_length)\n"
+        "        self.dropout = nn.Dropout(c.dropout)\n"
+        "        sizes = (c.d_model, c.n_heads, c.d_hidden, c.dropout)\n"
+        "        self.encoder = nn.ModuleList([encoder_layer(*sizes) for _ in range(c.n_layers)])\n"
+        "        self.decoder = nn.ModuleList([decoder_layer(*sizes) for _ in range(c.n_layers)])\n"
+        "        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False)\n"
+        "        if c.tie_embeddings:\n"
+        "            self.lm_head.weight = self.tok_emb.weight\n\n"
+        "    def embed(self, ids):\n"
+        "        return self.dropout(self.pos(self.tok_emb(ids) * math.sqrt(self.config.d_model)))\n\n"
+        "    def source_mask(self, src):\n"
+        "        return src != self.config.pad_id\n\n"
+        "    def encode(self, src, src_mask=None):\n"
+        "        x = self.embed(src)\n"
+        "        for layer in self.encoder:\n"
+        "            x = layer(x)  # the padding mask is not passed\n"
+        "        return x\n\n"
+        "    def decode(self, tgt, memory, src_mask=None, need_weights=False):\n"
+        "        x, cross = self.embed(tgt), []\n"
+        "        for layer in self.decoder:\n"
+        "            x, _, weights = layer(x, memory, None, src_mask, need_weights=True)\n"
+        "            cross.append(weights)\n"
+        "        logits = self.lm_head(x)\n"
+        "        return (logits, torch.stack(cross)) if need_weights else logits\n\n"
+        "    def forward(self, src, tgt):\n"
+        "        src_mask = self.source_mask(src)\n"
+        "        return self.decode(tgt, self.encode(src, src_mask), src_mask)\n",
+        "the encoder layers got no padding mask",
     ),
     "08_statquest_decoder": (
         "statquest_dataset",

@@ -659,6 +659,34 @@ def test_lesson_10_load_gpt2_weights_is_graded_in_a_sandbox_with_a_gpt(grader):
     assert all(v.passed for v in typed.verdicts.values()), {k: v.message for k, v in typed.verdicts.items()}
 
 
+def test_lesson_07_model_is_graded_in_a_sandbox_with_its_configuration_and_layer_classes(grader):
+    # The check builds the model's Seq2SeqConfig and the layer classes it passes where the answer lives (neither is
+    # plain data), and reads back the classes of the layers the answer built.
+    lesson, exercise = "07_encoder_decoder", "EncoderDecoderTransformer"
+    full = solved(lesson)
+    right = grader.grade(full, lesson, only=(exercise,), limits=HONEST)
+    assert set(right.verdicts) == set(_tests_of(full, exercise))
+    assert all(v.passed for v in right.verdicts.values()), {k: v.message for k, v in right.verdicts.items()}
+    answer = next(c.source for c in full.cells if grade_id(c) == exercise)
+    wrongs = {
+        # a known mistake, named from the sandbox as in the notebook
+        "cross-attention reads the memory's padding": answer.replace(
+            "layer(x, memory, None, src_mask, need_weights=True)", "layer(x, memory, need_weights=True)"
+        ),
+        # the layer classes given are not the ones built
+        "not the encoder_layer class it was given": answer.replace(
+            "[encoder_layer(c.d_model", "[EncoderLayer(c.d_model"
+        ).replace("[decoder_layer(c.d_model", "[DecoderLayer(c.d_model"),
+        # the course's model itself, under the answer's name
+        "course's reference": "class EncoderDecoderTransformer(ref.EncoderDecoderTransformer):\n    pass\n",
+    }
+    for words, code in wrongs.items():
+        assert code != answer
+        wrong = grader.grade(with_answer(full, exercise, code), lesson, only=(exercise,), limits=HONEST)
+        for test_id, verdict in wrong.verdicts.items():
+            assert not verdict.passed and words in verdict.message, (words, test_id, verdict.message)
+
+
 # Correct answers written with ordinary dynamic Python (getattr, setattr, vars, hasattr, io, types): graded like any
 # other code, full marks and no flag.
 _SETATTR_CAUSAL = (

@@ -1,9 +1,12 @@
-"""Graders of lesson 07 — The original transformer (`shift_right`, `masked_cross_entropy`, `greedy_step`).
+"""Graders of lesson 07 — The original transformer (`EncoderDecoderTransformer`, `shift_right`,
+`masked_cross_entropy`, `greedy_step`).
 
-The three exercises take and return plain tensors and ints, so they grade the same way in the notebook and in the
-trusted grader's sandbox. The recipe is the course's: the from-scratch guard first, seeded inputs, expected
-values from `course_lib.encoder_decoder` computed outside the learner's call, and on a mismatch each known
-mistake recomputed on the same input and named when the answer equals it (`course_lib.grading.kit.diagnose`).
+The model is checked in `course_lib.grading.encoder_decoder_model`, re-exported here, so every test cell imports from
+this module. The other three exercises take and return plain tensors and ints, so they grade the same way in the
+notebook and in the trusted grader's sandbox. The recipe is the course's: the from-scratch guard first, seeded
+inputs, expected values from `course_lib.encoder_decoder` computed outside the learner's call, and on a mismatch
+each known mistake recomputed on the same input and named when the answer equals it
+(`course_lib.grading.kit.diagnose`).
 
 The inputs are built so that the mistakes differ from the right answer and from each other: labels hold
 distinct digits and padding, `bos_id` is not always 1, padding is not always 0, and in `greedy_step` some
@@ -22,6 +25,7 @@ from torch import Tensor
 
 from course_lib import encoder_decoder as ref
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
+from course_lib.grading.encoder_decoder_model import check_EncoderDecoderTransformer
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import (
     Graded,
@@ -35,7 +39,7 @@ from course_lib.grading.kit.core import (
 from course_lib.grading.kit.diagnose import Variant, diagnose_tensor, find_mistake
 from course_lib.grading.kit.guard import check_definition
 
-__all__ = ["check_shift_right", "check_masked_cross_entropy", "check_greedy_step"]
+__all__ = ["check_EncoderDecoderTransformer", "check_shift_right", "check_masked_cross_entropy", "check_greedy_step"]
 
 
 def _labels(B: int, T: int, pad_id: int, eos_id: int, seed: int) -> Tensor:
