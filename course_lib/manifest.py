@@ -331,6 +331,18 @@ LESSONS: tuple[Lesson, ...] = (
                     "course_lib.gpt.KVCache",
                 ),
             ),
+            Exercise(
+                "forward_with_cache",
+                references=("course_lib.gpt.forward_with_cache",),
+                # The course's classes take the cache in their forwards (the learner's do not): the answer runs the
+                # parts, and calling the model, a block or its attention on the grader's course GPT would pass here
+                # and fail on the learner's own GPT.
+                shortcuts=(
+                    "course_lib.gpt.GPT.forward",
+                    "course_lib.blocks.TransformerBlock.forward",
+                    "course_lib.multihead.MultiHeadAttention.forward",
+                ),
+            ),
         ),
     ),
     Lesson(
