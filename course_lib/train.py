@@ -151,9 +151,14 @@ def training_step(
 
 
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
-    """(n_layers, n_heads, d_head) for the MFU formula: the modules that have `n_heads` and `d_head`."""
-    layers = [m for m in model.modules() if hasattr(m, "n_heads") and hasattr(m, "d_head")]
-    return (len(layers), layers[0].n_heads, layers[0].d_head) if layers else None
+    """(n_layers, n_heads, d_head) for the MFU formula, from the attention modules: those with an int `n_heads` and
+    an `out_proj` (lesson 05's names: the course's attention and yours), whose D is `out_proj.in_features //
+    n_heads`. None for a model without them."""
+    layers = [m for m in model.modules() if isinstance(getattr(m, "n_heads", None), int) and hasattr(m, "out_proj")]
+    if not layers:
+        return None
+    first = layers[0]
+    return len(layers), first.n_heads, first.out_proj.in_features // first.n_heads
 
 
 # ------------------------------------------------------------------------------------------------------------
