@@ -364,6 +364,8 @@ LESSONS: tuple[Lesson, ...] = (
         grader="course_lib.grading.train",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
         colab_packages=("datasets",),  # FineWeb-Edu is streamed with it (section 2)
+        # The run trains the learner's lesson 09 GPT, built on their lesson 05 and 06 classes, configured as GPT-2.
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt"),
         exercises=(
             Exercise("grad_accum_steps"),
             Exercise("estimate_mfu"),
