@@ -5,15 +5,21 @@ lesson 11's CPU smoke path: the run trains their lesson 09 `GPT` (on their block
 size with GPT-2's initialisation, the lines above the run say so, the course's GPT2 is timed beside it and the cost
 is printed (never asserted), and the resumed run equals the uninterrupted one. With a lesson 09 `GPT` that fails its
 visible check, the course's GPT2 trains and the banner says why (at the smallest sizes: that run is about the choice
-of model, not about the numbers)."""
+of model, not about the numbers). The command line's smoke run, as `python -m course_lib train run --smoke`, trains
+their GPT too."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import nbformat
 import pytest
 
+from course_lib.train_data import prepare_tiny_shakespeare
 from course_lib.workflow.course import grade_id
 from tests.claims import l11_gpt2_training_gpu as claims
 from tests.nbtools import execute, solved, with_answer
@@ -34,12 +40,16 @@ def _solved_earlier(lesson: str):
     return nb
 
 
-def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
-    """Lesson 11, solved, executed in tmp_path/work/11_gpt2_training_gpu with `earlier` saved beside it."""
-    work = tmp_path / "work"
+def _save(work, earlier: dict) -> None:
     for lesson, saved in earlier.items():
         (work / lesson).mkdir(parents=True)
         nbformat.write(saved, work / lesson / f"{lesson}.ipynb")
+
+
+def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
+    """Lesson 11, solved, executed in tmp_path/work/11_gpt2_training_gpu with `earlier` saved beside it."""
+    work = tmp_path / "work"
+    _save(work, earlier)
     monkeypatch.setenv("COURSE_WORK_DIR", str(work))
     monkeypatch.setenv("COURSE_SELF_GRADE", "off")
     monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
@@ -104,3 +114,21 @@ def test_a_wrong_gpt_trains_the_courses_gpt2_and_says_why(tmp_path, monkeypatch)
     claims.c_model(nb)
     claims.c_cost(nb)
     assert re.search(r"training loss: step 0: [\d.]+, step \d+: [\d.]+$", _printed(nb, claims.RUN), re.M)
+
+
+def test_the_command_lines_smoke_run_trains_the_learners_gpt(tmp_path):
+    """`python -m course_lib train ...` is `python -m course_lib.train ...` on the learner's GPT: it says so on stderr,
+    and the run's first record names their class (their lesson 09 answer, run by your_code)."""
+    work = tmp_path / "work"
+    _save(work, {lesson: _solved_earlier(lesson) for lesson in EARLIER})
+    shards = tmp_path / "shards"
+    prepare_tiny_shakespeare(shards)
+    command = [sys.executable, "-m", "course_lib", "train", "run", "--smoke", "--data-dir", str(shards)]
+    command += ["--max-steps", "2", "--warmup-steps", "1", "--eval-interval", "0", "--sample-interval", "0"]
+    env = os.environ | {"COURSE_WORK_DIR": str(work)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "your `GPT` (lesson 09)." in done.stderr and "training YOUR GPT (lesson 09)" in done.stderr, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert records[0]["kind"] == "start" and records[0]["model"] == "your_09_char_gpt.GPT", records[0]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [0, 1]

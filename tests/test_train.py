@@ -397,7 +397,8 @@ def test_time_budget_stops_with_a_checkpoint(shards, tmp_path):
     path = tmp_path / "ck.pt"
     records = train(tiny_model(), config(shards, max_time_s=0.0, checkpoint_path=str(path)))
     assert [r["kind"] for r in records] == ["start", "stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
-    start = {"kind": "start", "step": 0, "device": "cpu", "precision": "fp32", "fused_adamw": False}
+    start = {"kind": "start", "step": 0, "model": "tests.char_gpt.CharGPT", "device": "cpu", "precision": "fp32"}
+    start |= {"fused_adamw": False}
     assert records[0].pop("elapsed_s") >= 0  # every record says when it was made
     assert records[0] == start | {"compile": False, "grad_accum_steps": 1, "world_size": 1}
 
