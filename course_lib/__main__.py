@@ -1,8 +1,9 @@
-"""Command line: `python -m course_lib {release,check,grade,class,feedback,handout,nbgrader} ...`.
+"""Command line: `python -m course_lib {release,check,grade,class,feedback,handout,nbgrader,train} ...`.
 
 release, check: course_lib.workflow.course; grade: .selfgrade; class: .class_command; feedback and nbgrader
 (nbgrader's commands in the course root, with the ones that would do harm there refused and explained): .instructor;
-handout: .handout.
+handout: .handout; train: lesson 11's `python -m course_lib.train` on the learner's lesson 09 GPT (course_lib.lesson's
+`your_code` finds it, which a teaching module such as course_lib.train may not import).
 """
 
 from __future__ import annotations
@@ -73,11 +74,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_handout.add_argument("--archive", action="store_true", help="also write DEST.tar.gz")
     sub.add_parser("nbgrader", help="an nbgrader command in the course root (make nbgrader ARGS=...)", add_help=False)
+    sub.add_parser(
+        "train",
+        help="`python -m course_lib.train prepare | run ...` (lesson 11) training your lesson 09 GPT where it passes "
+        "its checks",
+        add_help=False,
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["nbgrader"]:  # everything after it is nbgrader's
         from course_lib.workflow.instructor import main as nbgrader_main
 
         return nbgrader_main(argv[1:])
+    if argv[:1] == ["train"]:  # everything after it is python -m course_lib.train's
+        return _train(argv[1:])
     args = parser.parse_args(argv)
     try:
         if args.command == "release":
@@ -120,6 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     except CourseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _train(argv: list[str]) -> int:
+    """`python -m course_lib train run --smoke` (and every command line of `python -m course_lib.train`): lesson 11's
+    run on your lesson 09 GPT, built on your lesson 05 and 06 classes and read from your saved notebooks as the
+    lessons read them (`your_code`), where it passes its visible checks; the course's GPT2 elsewhere. Which, and
+    why, goes to stderr first: stdout holds the run's JSON records (the "start" record names the model's class)."""
+    from course_lib import train
+    from course_lib.lesson import your_code
+
+    yours = your_code("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt")
+    print(yours.banner(["MultiHeadAttention", "FeedForward", "TransformerBlock", "GPT"]), file=sys.stderr)
+    gpt = yours.GPT if yours.yours("GPT") else None
+    print("training " + ("YOUR GPT (lesson 09)" if gpt else "the course's GPT2 (course_lib.gpt2)"), file=sys.stderr)
+    train.main(argv, gpt=gpt)
+    return 0
 
 
 def class_settings(args):

@@ -12,21 +12,23 @@ outputs of positions that have not changed. With one, the prompt is processed on
 step feeds only the newest token; its query still reads every stored key and value, so a step's attention grows
 with the sequence, while its projections and MLP cost one position's work. GPT-2's positions are learned rows of a
 table of `context_length`, so once the sequence outgrows the context the window slides, every position shifts,
-and the cache has to be rebuilt from the cropped window (the results still equal recomputation's). A model
-without a cache (lesson 09's GPT, yours) generates by recomputation.
+and the cache has to be rebuilt from the cropped window (the results still equal recomputation's). The course's
+GPT takes the cache in its forward; a GPT whose classes take none (yours, lesson 09) uses it through a function
+that runs its parts with the cache (`forward_with_cache`, lesson 10's exercise), and without one recomputes.
 
 Shape legend: B batch, T time, V vocabulary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
+from course_lib.gpt import KVCache
 
 __all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "generate", "complete"]
 
@@ -107,6 +109,7 @@ def generate(
     pad_id: int | None = None,
     generator: torch.Generator | None = None,
     use_cache: bool | None = None,
+    forward_with_cache: Callable[[nn.Module, Tensor, KVCache], Tensor] | None = None,
 ) -> Tensor:
     """Continue each row of `idx` (B, T0) by up to `max_new_tokens` ids -> (B, T0 + n), n <= max_new_tokens.
 
@@ -116,8 +119,10 @@ def generate(
     afterwards. `greedy` takes the most probable id; otherwise `sample_next_token` draws with temperature / top_k /
     top_p and `generator`. A row that produces one of `stop_tokens` is finished: later positions get `pad_id`
     (default: the first stop token), and the loop ends when every row is finished. `use_cache`: None uses a KV
-    cache when the model has one (`new_cache`); False recomputes the whole (cropped) sequence at every step, the
-    reference the cache is tested against; True insists on the cache.
+    cache when the model has one (`new_cache`) or `forward_with_cache` is given; False recomputes the whole
+    (cropped) sequence at every step, the reference the cache is tested against; True insists on the cache.
+    `forward_with_cache(model, idx, cache) -> logits` runs a step with the cache (lesson 10's exercise: yours, for a
+    GPT whose forward takes no cache); None: the model's own, `model(idx, cache=cache)`.
     """
     _checks.tensor("idx", idx, "B, T", integer=True)
     _checks.int_between("max_new_tokens", max_new_tokens, 0)
@@ -127,11 +132,16 @@ def generate(
     if pad_id is None:
         pad_id = stops[0] if stops else 0
     _checks.integer("pad_id", pad_id, minimum=0)
-    has_cache = callable(getattr(model, "new_cache", None))
+    own_cache = callable(getattr(model, "new_cache", None))
     if use_cache is None:
-        use_cache = has_cache
-    elif use_cache and not has_cache:
-        raise TypeError(f"use_cache=True needs a model with a KV cache (new_cache); {type(model).__name__} has none")
+        use_cache = own_cache or forward_with_cache is not None
+    elif use_cache and not (own_cache or forward_with_cache is not None):
+        raise TypeError(
+            f"use_cache=True needs a model with a KV cache (new_cache) or a `forward_with_cache`; "
+            f"{type(model).__name__} has none"
+        )
+    new_cache = model.new_cache if own_cache else lambda batch_size: KVCache.for_model(model, batch_size)
+    step = forward_with_cache or (lambda model, ids, cache: model(ids, cache=cache)[0])  # the model's own
     context = model.pos_emb.num_embeddings  # learned positions: the context is the rows of the position table
     B = idx.shape[0]
     stop_tensor = torch.tensor(stops, dtype=idx.dtype, device=idx.device)  # (n_stops,)
@@ -144,10 +154,10 @@ def generate(
             if not use_cache:
                 logits, _ = model(idx[:, -context:])  # (B, T, V), the whole window again
             elif cache is None or cache.length >= context:  # first step, or the window has to slide
-                cache = model.new_cache(B)
-                logits, _ = model(idx[:, -context:], cache=cache)  # prefill
+                cache = new_cache(B)
+                logits = step(model, idx[:, -context:], cache)  # prefill
             else:
-                logits, _ = model(idx[:, -1:], cache=cache)  # (B, 1, V): only the newest token
+                logits = step(model, idx[:, -1:], cache)  # (B, 1, V): only the newest token
             last = logits[:, -1, :]  # (B, V)
             if greedy:
                 next_id = last.argmax(dim=-1, keepdim=True)  # (B, 1)

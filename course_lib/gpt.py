@@ -3,7 +3,9 @@
     GPT            token + learned position embeddings -> n_layers pre-LN TransformerBlocks (lesson 06) -> final
                    LayerNorm -> output head tied to the token embedding; forward(idx, targets=None, cache=None)
                    -> (logits, loss); new_cache(batch_size) -> an empty KVCache
-    KVCache        every layer's keys and values so far, so that generation feeds one new token per step (lesson 10)
+    KVCache        every layer's keys and values so far, so that generation feeds one new token per step (lesson 10);
+                   KVCache.for_model(model, batch_size) makes an empty one for any model with these module names
+    forward_with_cache   T new tokens after the P cached ones -> logits, the cache grown (lesson 10, exercise)
     init_gpt2      GPT-2's initialisation, for any model with these module names (the learner's GPT included)
     attention_maps every layer's attention weights, for any model with these module names (the learner's GPT too)
 
@@ -30,7 +32,7 @@ from course_lib.blocks import TransformerBlock
 from course_lib.modern import RMSNorm
 from course_lib.multihead import LayerCache
 
-__all__ = ["GPT", "KVCache", "attention_maps", "init_gpt2"]
+__all__ = ["GPT", "KVCache", "attention_maps", "forward_with_cache", "init_gpt2"]
 
 
 class KVCache:
@@ -53,6 +55,15 @@ class KVCache:
         _checks.positive_ints(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head)
         empty = torch.zeros(batch_size, n_heads, 0, d_head, device=device, dtype=dtype)  # (B, H, 0, D)
         self.layers = [LayerCache(keys=empty, values=empty) for _ in range(n_layers)]  # never written in place
+
+    @classmethod
+    def for_model(cls, model: nn.Module, batch_size: int) -> KVCache:
+        """An empty cache for `model` (its layers, heads and head size), on its device and in its dtype: any model
+        with lesson 09 GPT's module names (`tok_emb`, `blocks`, each block's `attn.n_heads`), yours included."""
+        weight = model.tok_emb.weight  # (V, C)
+        n_heads = model.blocks[0].attn.n_heads
+        d_head = weight.shape[1] // n_heads
+        return cls(len(model.blocks), batch_size, n_heads, d_head, device=weight.device, dtype=weight.dtype)
 
     @property
     def length(self) -> int:
@@ -125,10 +136,29 @@ class GPT(nn.Module):
 
     def new_cache(self, batch_size: int) -> KVCache:
         """An empty KVCache for this model (its layers, heads and head size), on its device and in its dtype."""
-        weight = self.tok_emb.weight
-        n_heads = self.blocks[0].attn.n_heads
-        d_head = weight.shape[1] // n_heads
-        return KVCache(len(self.blocks), batch_size, n_heads, d_head, device=weight.device, dtype=weight.dtype)
+        return KVCache.for_model(self, batch_size)
+
+
+def forward_with_cache(model: GPT, idx: Tensor, cache: KVCache) -> Tensor:
+    """The logits of T new tokens after the P positions in `cache`, which grows by T: one step of cached generation.
+
+    Lesson 10, exercise `forward_with_cache`. `model` has lesson 09 GPT's module names; idx (B, T) long holds the
+    tokens at positions P .. P + T - 1, so they read rows P .. P + T - 1 of `pos_emb`. In each block i the layer
+    normalised by `ln1` is projected by `attn.qkv` into q, k, v ([q | k | v], split into `attn.n_heads` heads of
+    D), and `multihead.attend_with_cache` appends k, v to `cache.layers[i]` (keys, values (B, H, P, D) ->
+    (B, H, P + T, D), stored back there) and attends the T new queries over all P + T positions, the causal
+    triangle shifted by P; the heads are merged and `attn.out_proj` adds the result to the stream, then
+    `mlp(ln2(x))` as in the block. `ln_f` and `lm_head` give the logits (B, T, V), which equal the last T rows of a
+    full forward pass over all P + T tokens.
+
+    The course's GPT does exactly this in its own forward: `GPT.forward(idx, cache=cache)` shifts the positions and
+    hands each block its layer of the cache, which the block passes to its MultiHeadAttention (lesson 05, with a
+    `cache=` argument added in lesson 10), which calls attend_with_cache. This reference is that forward pass, so
+    it needs blocks whose forward takes `cache=` (the course's); a model whose classes take no cache (yours, as
+    lesson 05's and 06's contracts have it) is run through its parts one by one, as the exercise asks.
+    """
+    logits, _ = model(idx, cache=cache)
+    return logits
 
 
 _NORMS = (nn.LayerNorm, nn.RMSNorm, RMSNorm)

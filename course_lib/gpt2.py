@@ -9,6 +9,8 @@
     KVCache                every layer's keys and values so far (defined in course_lib.gpt, with the GPT)
     attend_with_cache      one attention step with the cache: append k, v, attend (exercise; defined in
                            course_lib.multihead, whose MultiHeadAttention calls it in every layer)
+    forward_with_cache     the logits of T new tokens after the P cached ones, the cache grown (exercise; defined
+                           in course_lib.gpt: GPT's own forward with `cache=`)
     gpt2_parameter_count   the parameter count from the sizes alone (Lesson 10, exercise)
     gpt2_flops_per_token   FLOPs (not multiply-adds: one multiply-add = 2 FLOPs) per token, forward or training
 
@@ -40,7 +42,7 @@ from torch import Tensor, nn
 
 from course_lib import _checks
 from course_lib.blocks import TransformerBlock
-from course_lib.gpt import GPT, KVCache, init_gpt2
+from course_lib.gpt import GPT, KVCache, forward_with_cache, init_gpt2
 from course_lib.multihead import attend_with_cache
 
 __all__ = [
@@ -49,6 +51,7 @@ __all__ = [
     "KVCache",
     "PaddedHead",
     "attend_with_cache",
+    "forward_with_cache",
     "gpt2_parameter_count",
     "gpt2_flops_per_token",
 ]

@@ -351,6 +351,18 @@ LESSONS: tuple[Lesson, ...] = (
                     "course_lib.gpt.KVCache",
                 ),
             ),
+            Exercise(
+                "forward_with_cache",
+                references=("course_lib.gpt.forward_with_cache",),
+                # The course's classes take the cache in their forwards (the learner's do not): the answer runs the
+                # parts, and calling the model, a block or its attention on the grader's course GPT would pass here
+                # and fail on the learner's own GPT.
+                shortcuts=(
+                    "course_lib.gpt.GPT.forward",
+                    "course_lib.blocks.TransformerBlock.forward",
+                    "course_lib.multihead.MultiHeadAttention.forward",
+                ),
+            ),
         ),
     ),
     Lesson(
@@ -372,6 +384,8 @@ LESSONS: tuple[Lesson, ...] = (
         grader="course_lib.grading.train",
         data=("tinyshakespeare.txt", "encoder.json", "vocab.bpe"),
         colab_packages=("datasets",),  # FineWeb-Edu is streamed with it (section 2)
+        # The run trains the learner's lesson 09 GPT, built on their lesson 05 and 06 classes, configured as GPT-2.
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt"),
         exercises=(
             Exercise("grad_accum_steps"),
             Exercise("estimate_mfu"),

@@ -151,9 +151,14 @@ def training_step(
 
 
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
-    """(n_layers, n_heads, d_head) for the MFU formula: the modules that have `n_heads` and `d_head`."""
-    layers = [m for m in model.modules() if hasattr(m, "n_heads") and hasattr(m, "d_head")]
-    return (len(layers), layers[0].n_heads, layers[0].d_head) if layers else None
+    """(n_layers, n_heads, d_head) for the MFU formula, from the attention modules: those with an int `n_heads` and
+    an `out_proj` (lesson 05's names: the course's attention and yours), whose D is `out_proj.in_features //
+    n_heads`. None for a model without them."""
+    layers = [m for m in model.modules() if isinstance(getattr(m, "n_heads", None), int) and hasattr(m, "out_proj")]
+    if not layers:
+        return None
+    first = layers[0]
+    return len(layers), first.n_heads, first.out_proj.in_features // first.n_heads
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -209,7 +214,8 @@ def train(
 ) -> list[dict]:
     """Train `model` as `config` says; returns the log records (rank 0) and passes each to `on_log` as it comes.
 
-    Records: {"kind": "train", "step", "loss", "lr", "grad_norm", "dt_s", "tokens_per_s", "mfu"},
+    Records: {"kind": "start", "model" (the model's class, module and name), "device", ...},
+    {"kind": "train", "step", "loss", "lr", "grad_norm", "dt_s", "tokens_per_s", "mfu"},
     {"kind": "eval", "step", "val_loss"}, {"kind": "sample", "step", "text"}, {"kind": "checkpoint", ...}; each
     also has "elapsed_s", the seconds since `train` was called, taken when the record was made.
     With `resume`, training continues from `config.checkpoint_path` (if it exists) exactly where it stopped.
@@ -252,7 +258,8 @@ def train(
         log({"kind": "resume", "step": start_step, "path": str(cfg.checkpoint_path)})
     fused = bool(optimizer.defaults.get("fused"))
     log(
-        {"kind": "start", "step": start_step, "device": device, "precision": precision, "fused_adamw": fused}
+        {"kind": "start", "step": start_step, "model": f"{type(raw_model).__module__}.{type(raw_model).__qualname__}"}
+        | {"device": device, "precision": precision, "fused_adamw": fused}
         | {"compile": cfg.compile, "grad_accum_steps": accum, "world_size": dist.world_size}
     )
     model = torch.compile(raw_model) if cfg.compile else raw_model
@@ -371,10 +378,12 @@ def _encoding(header: dict):
     return gpt2_encoding()
 
 
-def main(argv: list[str] | None = None) -> list[dict] | None:
+def main(argv: list[str] | None = None, gpt: Callable[..., nn.Module] | None = None) -> list[dict] | None:
     """``python -m course_lib.train prepare | run [flags]``: course_lib.train_cli reads the command line into one
     TrainConfig; this builds its model (seeded: the same initial weights every time, so runs can be compared) and
-    trains it. Returns the records (None after `prepare`)."""
+    trains it. `gpt`: a GPT class of lesson 09's contract to build at the preset's sizes instead of the course's
+    GPT2 (`train_setup.build_model`; ``python -m course_lib train ...`` passes the learner's, where it passes its
+    checks). Returns the records (None after `prepare`)."""
     from course_lib import train_cli
 
     command = train_cli.read_command_line(argv)
@@ -383,7 +392,7 @@ def main(argv: list[str] | None = None) -> list[dict] | None:
     config = command.config
     torch.manual_seed(config.seed)
     vocab_size = read_header(config.data_dir)["vocab_size"]
-    model = train_setup.build_model(config.model, vocab_size, config.seq_len, config.dropout)
+    model = train_setup.build_model(config.model, vocab_size, config.seq_len, config.dropout, gpt=gpt)
     with train_cli.json_log(command.log) as on_log:
         return train(model, config, on_log=on_log, resume=command.resume)
 

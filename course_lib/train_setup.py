@@ -10,9 +10,12 @@ optimizer, processes.
     measure_matmul_peak(device, precision)  a peak measured in a few seconds: large matmuls, timed
     find_peak(device, precision)          the datasheet's peak if the GPU is in the table, else a measured one
     plan_steps(budget_s, spent_s, step_s, ...)   how many steps fit a time budget, from measured times
+    step_memory(model, micro_batch_size, ...)     a training step's peak GPU memory, measured
+    fit_micro_batch(measure, start, limit_bytes)  the largest micro-batch (halving) whose measured peak fits
     TrainConfig                           a run's settings, all of them: the model preset (and its dropout) and
                                           everything the loop (course_lib.train.train) needs besides the model
-    build_model(name, vocab_size, seq_len, dropout)   the GPT-2 of a preset: "tiny" (CPU smoke runs), "gpt2", ...
+    build_model(name, vocab_size, seq_len, dropout, gpt=None)   the GPT-2 of a preset: "tiny" (CPU smoke runs),
+                                          "gpt2", ...: the course's GPT2, or a GPT class of lesson 09's (yours)
 
 Why the precision rule: bf16 keeps fp32's exponent range, so gradients neither overflow nor underflow and no
 loss scaling is needed, but only GPUs of compute capability 8.0 and newer have bf16 tensor cores. On a T4,
@@ -38,6 +41,7 @@ import torch
 from torch import nn
 
 from course_lib import _checks
+from course_lib.gpt import init_gpt2
 from course_lib.gpt2 import GPT2, GPT2Config
 
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -230,19 +234,29 @@ class TrainConfig:
             _checks.positive_number("peak_flops", self.peak_flops)
 
 
-def build_model(name: str, vocab_size: int, seq_len: int, dropout: float = 0.0) -> GPT2:
-    """The GPT2 of a preset (`GPT2_PRESETS`, a run's `TrainConfig.model`): "tiny" (2 layers, d_model 64, context
-    `seq_len`, for CPU smoke runs) or one of OpenAI's sizes ("gpt2" = 124M, "gpt2-medium", "gpt2-large",
-    "gpt2-xl"). Attention runs through F.scaled_dot_product_attention (flash attention on a GPU); the vocabulary
-    is padded to a multiple of 64."""
+def build_model(
+    name: str, vocab_size: int, seq_len: int, dropout: float = 0.0, gpt: Callable[..., nn.Module] | None = None
+) -> nn.Module:
+    """The GPT-2 of a preset (`GPT2_PRESETS`, a run's `TrainConfig.model`): "tiny" (2 layers, 4 heads, d_model 64,
+    context `seq_len`, for CPU smoke runs) or one of OpenAI's sizes ("gpt2" = 124M: 12 layers x 12 heads x 768,
+    context 1024; "gpt2-medium", "gpt2-large", "gpt2-xl").
+
+    `gpt` None: the course's GPT2, its attention through F.scaled_dot_product_attention (flash attention on a GPU)
+    and its vocabulary padded to a multiple of 64. Otherwise a class with lesson 09's GPT contract, built as
+    `gpt(vocab_size, context_length, d_model, n_heads, n_layers, dropout)` at the preset's sizes and initialised
+    as GPT-2 (`course_lib.gpt.init_gpt2`, which goes by the contract's module names): lesson 11 passes yours."""
     _checks.one_of("name", name, tuple(GPT2_PRESETS))
     options = {"vocab_size": vocab_size, "dropout": dropout, "pad_vocab_multiple": 64, "use_sdpa": True}
     if name == "tiny":
-        return GPT2(GPT2Config(context_length=seq_len, n_layers=2, n_heads=4, d_model=64, **options))
-    config = getattr(GPT2Config, GPT2_PRESETS[name])(**options)
-    if seq_len > config.context_length:
-        raise ValueError(f"`seq_len`={seq_len} is longer than {name}'s context of {config.context_length}")
-    return GPT2(config)
+        config = GPT2Config(context_length=seq_len, n_layers=2, n_heads=4, d_model=64, **options)
+    else:
+        config = getattr(GPT2Config, GPT2_PRESETS[name])(**options)
+        if seq_len > config.context_length:
+            raise ValueError(f"`seq_len`={seq_len} is longer than {name}'s context of {config.context_length}")
+    if gpt is None:
+        return GPT2(config)
+    c = config
+    return init_gpt2(gpt(c.vocab_size, c.context_length, c.d_model, c.n_heads, c.n_layers, c.dropout), c.n_layers)
 
 
 def plain_config(cfg: TrainConfig) -> dict:
@@ -427,3 +441,67 @@ def plan_steps(budget_s: float, spent_s: float, step_s: float, extra_s: float = 
     left = budget_s - spent_s - extra_s  # seconds the steps themselves may take
     steps = math.floor(left / step_s) if left > 0 else 0
     return StepPlan(max(steps, min_steps), budget_s, spent_s, step_s, extra_s, fits=steps >= min_steps)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# A micro-batch that fits the GPU's memory, from measurement
+# ------------------------------------------------------------------------------------------------------------
+
+
+def step_memory(model: nn.Module, micro_batch_size: int, seq_len: int, device: str, precision: str) -> int | None:
+    """Peak bytes of GPU memory while `model` runs one forward and backward pass of `micro_batch_size` rows of
+    `seq_len` tokens in `precision` (weights and gradients included; the optimizer's state comes on top), measured
+    with torch.cuda's allocator statistics; None on a device that keeps none (a CPU). The model is moved to
+    `device` and left there, in training mode, its gradients cleared. Eager: torch.compile usually needs less.
+    Raises torch.cuda.OutOfMemoryError when the pass does not fit."""
+    _checks.positive_ints(micro_batch_size=micro_batch_size, seq_len=seq_len)
+    if torch.device(device).type != "cuda":
+        return None
+    model.to(device).train()
+    model.zero_grad(set_to_none=True)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    ids = torch.zeros(micro_batch_size, seq_len, dtype=torch.long, device=device)  # any ids: memory is the same
+    try:
+        with autocast(device, precision):
+            _, loss = model(ids, ids)
+        loss.backward()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
+    finally:
+        model.zero_grad(set_to_none=True)
+
+
+@dataclass(frozen=True)
+class MicroBatchFit:
+    """The micro-batch a run uses, and what was measured on the way (lesson 11)."""
+
+    micro_batch_size: int
+    tried: tuple[tuple[int, int | None], ...]  # (micro-batch, peak bytes; None: not measured or out of memory)
+    out_of_memory: tuple[int, ...] = ()  # the micro-batches that ran out of memory
+
+
+def fit_micro_batch(
+    measure: Callable[[int], int | None], start: int, limit_bytes: float, minimum: int = 1
+) -> MicroBatchFit:
+    """The largest of `start`, `start` / 2, `start` / 4, ... (not below `minimum`) whose measured peak memory,
+    `measure(micro_batch) -> bytes`, is at most `limit_bytes`. A `measure` that raises torch.cuda.OutOfMemoryError
+    says that size does not fit; one that returns None measured nothing (no GPU): `start` is kept. Halving keeps a
+    power-of-two micro-batch dividing the tokens of a step. ValueError when not even `minimum` fits."""
+    _checks.positive_ints(start=start, minimum=minimum)
+    _checks.positive_number("limit_bytes", limit_bytes)
+    tried: list[tuple[int, int | None]] = []
+    failed: list[int] = []
+    size = start
+    while size >= minimum:
+        try:
+            peak = measure(size)
+        except torch.cuda.OutOfMemoryError:
+            peak = None
+            failed.append(size)
+        tried.append((size, peak))
+        if size not in failed and (peak is None or peak <= limit_bytes):
+            return MicroBatchFit(size, tuple(tried), tuple(failed))
+        size //= 2
+    sizes = ", ".join(f"{b} ({'out of memory' if p is None else f'{p / 2**30:.1f} GiB'})" for b, p in tried)
+    raise ValueError(f"no micro-batch fits {limit_bytes / 2**30:.1f} GiB: tried {sizes}; use a shorter seq_len")

@@ -5,6 +5,10 @@ this one too, not only on the course's `GPT` (whose blocks are the course's). Di
 purpose: attention by hand with a registered-per-call mask, q/k/v split with `chunk`, GELU written out, and no
 `context_length` attribute (generation must read the context from the position table).
 
+`forward_with_cache` is lesson 10's last exercise as a learner writes it for this model, without course_lib: the
+model's parts run one by one, the new keys and values appended to the cache it is given (any object with
+`layers[i].keys` / `.values`, as the course's KVCache has), the mask shifted by hand, the positions offset.
+
 Shape legend: B batch, T time, C d_model, H heads, D head size, V vocabulary.
 """
 
@@ -80,3 +84,25 @@ class LearnerGPT(nn.Module):
         if targets is None:
             return logits, None
         return logits, nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def forward_with_cache(model: nn.Module, idx: Tensor, cache) -> Tensor:
+    """T new tokens idx (B, T) after the P positions in `cache` -> logits (B, T, V); every layer's cache grows by T."""
+    B, T = idx.shape
+    P = cache.layers[0].keys.shape[2]
+    x = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(P, P + T, device=idx.device)))
+    for block, layer in zip(model.blocks, cache.layers, strict=True):
+        attn = block.attn
+        H = attn.n_heads
+        q, k, v = attn.qkv(block.ln1(x)).chunk(3, dim=-1)  # (B, T, C) each
+        q, k, v = (t.reshape(B, T, H, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, T, D)
+        layer.keys = torch.cat([layer.keys, k], dim=2)  # (B, H, P + T, D)
+        layer.values = torch.cat([layer.values, v], dim=2)
+        scores = q @ layer.keys.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, P + T)
+        # new query i is position P + i: it may not read keys after P + i
+        future = torch.triu(torch.ones(T, P + T, dtype=torch.bool, device=idx.device), diagonal=P + 1)
+        weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+        out = (weights @ layer.values).transpose(1, 2).reshape(B, T, -1)  # (B, T, C)
+        x = x + attn.out_proj(out)
+        x = x + block.mlp(block.ln2(x))
+    return model.lm_head(model.ln_f(x))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import textwrap
 
 import pytest
@@ -116,10 +117,11 @@ def test_a_variant_that_fails_is_reported_and_the_others_go_on(monkeypatch):
 
 @pytest.mark.slow
 def test_lesson_11_run_again_continues_from_its_checkpoint(tmp_path, monkeypatch):
-    """gpu_check's dry run of the lesson: its GPU path on the CPU (a tiny model), planned for 12 s. The first run
-    keeps the checkpoint of its middle; put back in place, the second run of the notebook continues from that
-    step to the planned end, and its last training loss is the uninterrupted first run's, digit for digit."""
-    args = argparse.Namespace(dry_run=True, budget_min=0.2, step_timeout=600)
+    """gpu_check's dry run of the lesson: its GPU path on the CPU (a tiny model), planned for 12 s, training a
+    learner's GPT (the instructor's answers of lessons 05, 06 and 09 in its work folder). The first run keeps the
+    checkpoint of its middle; put back in place, the second run of the notebook continues from that step to the
+    planned end, and its last training loss is the uninterrupted first run's, digit for digit."""
+    args = argparse.Namespace(dry_run=True, budget_min=0.2, step_timeout=600, course_model=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as gpu_check --dry-run runs the kernels
     folder = tmp_path / "run"
     folder.mkdir()
@@ -133,6 +135,9 @@ def test_lesson_11_run_again_continues_from_its_checkpoint(tmp_path, monkeypatch
     text = (tmp_path / "lesson11_run1.txt").read_text()
     assert "pretending to be on NVIDIA L4" in text
     assert "tokens/s: planned" in text and "the run: " in text  # the plan from measurement ran
+    assert first["result"].startswith("YOUR GPT (lesson 09); micro-batch 8 x 64: not measured (no CUDA here)")
+    assert "per step: your GPT " in first["result"]  # timed beside the course's GPT2
+    assert "COURSE_WORK_DIR" not in os.environ  # set for the kernels only
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -14,14 +14,14 @@ download or reinstall torch — or anything else — fails the test, and with `P
 installed, which must be `course_lib` alone. The lesson's data files are committed in `data/`, so the clone
 has them: downloads go to an unreachable proxy, and no mirror is given.
 
-The lessons that run the learner's classes of earlier lessons (06, 07, 09, 10 and 12) are executed in a kernel of
+The lessons that run the learner's classes of earlier lessons (06, 07, 09, 10, 11 and 12) are executed in a kernel of
 such an interpreter, working in a stand-in `/content` (a temporary folder) that holds the course (this checkout's
 files, as the set-up cell's clone would) and Google Drive's mount point. `google.colab` is faked in the kernel's
 first cell: its `drive.mount` links a folder playing the learner's Drive into the mount point, as Colab's dialog
 does once the learner allows it, or raises as Colab does when the learner refuses. The Drive holds the learner's
 saved lessons under Colab's own names ("Copy of 05_multi_head_attention.ipynb", a second "Copy of ... (1)"), or
 nothing. Of each lesson only the cells that choose the classes run: the set-up cell, the import cell and the cell
-that calls `your_code`; the five lessons run one after the other in one kernel, as one Colab session would.
+that calls `your_code`; the six lessons run one after the other in one kernel, as one Colab session would.
 What the stand-in cannot show: Colab's own dialog, its Drive file system, and its packages at the time of a run.
 """
 
@@ -264,6 +264,8 @@ YOURS = {
     "09_char_gpt": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06).",
     "10_gpt2": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
     "your `GPT` (lesson 09).",
+    "11_gpt2_training_gpu": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` "
+    "(lesson 06); your `GPT` (lesson 09).",
     "12_beyond_gpt2": "Running your `apply_rope` (lesson 03); your `MultiHeadAttention` (lesson 05); your "
     "`TransformerBlock` (lesson 06); your `GPT` (lesson 09).",
 }

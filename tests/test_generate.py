@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
 
 from course_lib.generate import complete, generate, sample_next_token, top_k_filter, top_p_filter
-from course_lib.gpt import GPT
+from course_lib.gpt import GPT, KVCache
 from course_lib.gpt2 import GPT2, GPT2Config
+from tests import learner_gpt
 from tests.learner_gpt import LearnerGPT
 
 
@@ -201,8 +202,50 @@ def test_a_model_without_a_cache_generates_by_recomputation():
     for options in (dict(greedy=True), dict(temperature=0.9, top_p=0.9)):
         ids = [generate(m, prompt, 50, generator=torch.Generator().manual_seed(4), **options) for m in (plain, cached)]
         assert ids[0].shape == (2, 55) and torch.equal(ids[0], ids[1])
-    with pytest.raises(TypeError, match="use_cache=True needs a model with a KV cache"):
+    with pytest.raises(TypeError, match="use_cache=True needs a model with a KV cache .* or a `forward_with_cache`"):
         generate(plain, prompt, 3, use_cache=True)
+
+
+def test_a_learners_gpt_generates_with_their_own_cache_and_the_ids_of_recomputation():
+    # Lesson 10's last exercise: a GPT written without course_lib (tests/learner_gpt.py), run with a cache by the
+    # learner's own forward_with_cache, writes the ids that recomputing every window writes, past its context (32):
+    # the cache is rebuilt when the window slides. The prompt goes in once, then one token per call.
+    torch.manual_seed(0)
+    model = LearnerGPT(97, 32, 16, 2, 2).eval()
+    fed = []
+
+    def counted(model, idx, cache):
+        assert isinstance(cache, KVCache)  # made by generate for a model without new_cache
+        fed.append((idx.shape[1], cache.length))
+        return learner_gpt.forward_with_cache(model, idx, cache)
+
+    prompt = torch.randint(0, 97, (2, 5), generator=torch.Generator().manual_seed(2))
+    for options in (dict(greedy=True), dict(temperature=0.9, top_p=0.9)):
+        fed.clear()
+        cached = generate(
+            model, prompt, 50, forward_with_cache=counted, generator=torch.Generator().manual_seed(4), **options
+        )
+        again = generate(model, prompt, 50, use_cache=False, generator=torch.Generator().manual_seed(4), **options)
+        assert cached.shape == (2, 55) and torch.equal(cached, again)
+        assert fed[:3] == [(5, 0), (1, 5), (1, 6)] and len(fed) == 50
+        assert (32, 0) in fed[1:]  # the window outgrew the context: a fresh cache, prefilled with the last 32
+
+
+def test_the_learners_cached_pass_equals_the_courses_on_the_courses_gpt():
+    # The learner's forward_with_cache reads only the module names of lesson 09's contract, so it runs the course's
+    # GPT too: logits and every layer's cache equal the course's own cached forward pass, chunk by chunk.
+    torch.manual_seed(1)
+    model = GPT(97, 32, 16, 4, 3).eval()
+    idx = torch.randint(0, 97, (2, 12), generator=torch.Generator().manual_seed(5))
+    theirs, ours = KVCache.for_model(model, 2), model.new_cache(2)
+    with torch.no_grad():
+        for start, stop in [(0, 6), (6, 7), (7, 10), (10, 12)]:
+            got = learner_gpt.forward_with_cache(model, idx[:, start:stop], theirs)
+            expected, _ = model(idx[:, start:stop], cache=ours)
+            assert torch.allclose(got, expected, atol=1e-5)
+            for a, b in zip(theirs.layers, ours.layers, strict=True):
+                assert torch.allclose(a.keys, b.keys, atol=1e-6) and torch.allclose(a.values, b.values, atol=1e-6)
+    assert ours.length == theirs.length == 12
 
 
 def test_lesson_09s_gpt_generates_with_its_cache():

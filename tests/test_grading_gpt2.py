@@ -20,6 +20,7 @@ COUNT = "gpt2_parameter_count"
 LOAD = "load_gpt2_weights"
 TOP_P = "top_p_filter"
 CACHE = "attend_with_cache"
+FORWARD = "forward_with_cache"
 LR = "cosine_lr"
 
 # Right answers, written independently of course_lib.
@@ -101,6 +102,38 @@ def attend_with_cache(q, k, v, k_cache, v_cache):
     return weights @ values, keys, values
 """
 
+# The model's cached pass as a learner writes it without attend_with_cache: the attention written out.
+FORWARD_WITH_CACHE = """
+import math
+import torch
+
+def forward_with_cache(model, idx, cache):
+    B, T = idx.shape
+    P = cache.layers[0].keys.shape[2]
+    pos = torch.arange(P, P + T)
+    x = model.drop(model.tok_emb(idx) + model.pos_emb(pos))
+    for i, block in enumerate(model.blocks):
+        layer = cache.layers[i]
+        H = block.attn.n_heads
+        C = x.shape[-1]
+        q, k, v = block.attn.qkv(block.ln1(x)).split(C, dim=-1)
+        q = q.view(B, T, H, C // H).transpose(1, 2)
+        k = k.view(B, T, H, C // H).transpose(1, 2)
+        v = v.view(B, T, H, C // H).transpose(1, 2)
+        keys = torch.cat([layer.keys, k], dim=2)
+        values = torch.cat([layer.values, v], dim=2)
+        layer.keys = keys
+        layer.values = values
+        scores = q @ keys.transpose(-2, -1) / math.sqrt(C // H)
+        allowed = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        out = torch.softmax(scores, dim=-1) @ values
+        out = out.transpose(1, 2).reshape(B, T, C)
+        x = x + block.attn.out_proj(out)
+        x = x + block.mlp(block.ln2(x))
+    return model.lm_head(model.ln_f(x))
+"""
+
 COSINE_LR = """
 import math
 
@@ -118,7 +151,14 @@ def cosine_lr(step, max_lr, min_lr, warmup_steps, max_steps):
 KIT = GraderKit(
     LESSON,
     grading,
-    {COUNT: PARAMETER_COUNT, LOAD: LOAD_GPT2_WEIGHTS, TOP_P: TOP_P_FILTER, CACHE: ATTEND_WITH_CACHE, LR: COSINE_LR},
+    {
+        COUNT: PARAMETER_COUNT,
+        LOAD: LOAD_GPT2_WEIGHTS,
+        TOP_P: TOP_P_FILTER,
+        CACHE: ATTEND_WITH_CACHE,
+        FORWARD: FORWARD_WITH_CACHE,
+        LR: COSINE_LR,
+    },
 )
 
 _TRANSPOSE = "        if transpose:\n            source = source.t()\n"
@@ -128,6 +168,8 @@ _TOTAL = "    total = vocab_size * C + context_length * C + n_layers * block + l
 _MASK = "    allowed = torch.ones(T, P + T, dtype=torch.bool).tril(diagonal=P)\n"
 _WARM = "        return max_lr * (step + 1) / warmup_steps\n"
 _DECAY = "    return min_lr + 0.5 * (1 + math.cos(math.pi * ratio)) * (max_lr - min_lr)\n"
+_STORE = "        layer.keys = keys\n        layer.values = values\n"
+_SPLIT = "        q = q.view(B, T, H, C // H).transpose(1, 2)\n"
 
 MISTAKES = [
     # load_gpt2_weights
@@ -559,6 +601,130 @@ MISTAKES = [
         "in place",
         id="cache-changes-its-input",
     ),
+    # forward_with_cache
+    mistake(
+        FORWARD,
+        "pos = torch.arange(P, P + T)",
+        "pos = torch.arange(T)",
+        ("rows 0 .. T - 1", "pos_emb(torch.arange(P, P + T))"),
+        id="forward-positions-not-offset",
+    ),
+    mistake(FORWARD, _STORE, "", ("not grown", "store attend_with_cache's returned"), id="forward-cache-not-grown"),
+    mistake(
+        FORWARD,
+        _STORE,
+        "        layer.keys = keys\n",
+        ("cache.layers[0].values were not grown", "store"),
+        id="forward-values-not-appended",
+    ),
+    mistake(
+        FORWARD,
+        _STORE,
+        "        layer.keys = k\n        layer.values = v\n",
+        "hold only this call's T positions",
+        id="forward-only-the-new-positions-stored",
+    ),
+    mistake(
+        FORWARD,
+        "        keys = torch.cat([layer.keys, k], dim=2)\n        values = torch.cat([layer.values, v], dim=2)\n",
+        "        keys = torch.cat([k, layer.keys], dim=2)\n        values = torch.cat([v, layer.values], dim=2)\n",
+        "before the cached ones",
+        id="forward-new-before-cached",
+    ),
+    mistake(
+        FORWARD,
+        _STORE,
+        "        layer.keys = torch.cat([keys, k], dim=2)\n        layer.values = torch.cat([values, v], dim=2)\n",
+        "twice",
+        id="forward-appended-twice",
+    ),
+    mistake(
+        FORWARD,
+        _STORE,
+        "        layer.keys = values\n        layer.values = keys\n",
+        "swapped",
+        id="forward-keys-and-values-swapped",
+    ),
+    mistake(
+        FORWARD,
+        "        layer = cache.layers[i]\n",
+        "        layer = cache.layers[0]\n        P = layer.keys.shape[2]\n",
+        "first layer's cache",
+        id="forward-every-block-in-the-first-layer",
+    ),
+    mistake(
+        FORWARD, ".tril(diagonal=P)", ".tril()", ("top-left corner", "tril(diagonal=P)"), id="forward-mask-not-shifted"
+    ),
+    mistake(
+        FORWARD,
+        '        scores = scores.masked_fill(~allowed, float("-inf"))\n',
+        "",
+        "no causal mask",
+        id="forward-no-mask",
+    ),
+    mistake(FORWARD, " / math.sqrt(C // H)", "", "not divided by sqrt(D)", id="forward-not-scaled"),
+    mistake(
+        FORWARD,
+        "        H = block.attn.n_heads\n",
+        "        H = 1\n",
+        ("Sizes of tensors must match", "split q, k, v into attn.n_heads heads"),
+        id="forward-one-head",
+    ),
+    mistake(
+        FORWARD,
+        _SPLIT,
+        "        q = q.reshape(B, H, T, C // H)\n",
+        "reshaped straight to (B, H, T, D)",
+        also=(
+            ("        k = k.view(B, T, H, C // H).transpose(1, 2)\n", "        k = k.reshape(B, H, T, C // H)\n"),
+            ("        v = v.view(B, T, H, C // H).transpose(1, 2)\n", "        v = v.reshape(B, H, T, C // H)\n"),
+            ("        out = out.transpose(1, 2).reshape(B, T, C)\n", "        out = out.reshape(B, T, C)\n"),
+        ),
+        id="forward-heads-without-transpose",
+    ),
+    mistake(
+        FORWARD,
+        _SPLIT,
+        "        q = q.reshape(B, H, T, C // H)\n",
+        "reshaped straight to (B, H, T, D)",
+        also=(
+            ("        k = k.view(B, T, H, C // H).transpose(1, 2)\n", "        k = k.reshape(B, H, T, C // H)\n"),
+            ("        v = v.view(B, T, H, C // H).transpose(1, 2)\n", "        v = v.reshape(B, H, T, C // H)\n"),
+        ),
+        id="forward-heads-split-without-transpose",
+    ),
+    mistake(
+        FORWARD,
+        "        layer = cache.layers[i]\n",
+        "        layer = cache.layers[0]\n",
+        ("disagree on P", "is one layer used by two blocks"),
+        id="forward-every-block-in-the-first-layer-mask-error",
+    ),
+    mistake(FORWARD, "block.attn.qkv(block.ln1(x))", "block.attn.qkv(x)", "block.ln1(x)", id="forward-no-ln1"),
+    mistake(FORWARD, "block.mlp(block.ln2(x))", "block.mlp(x)", "block.ln2(x)", id="forward-no-ln2"),
+    mistake(FORWARD, "model.lm_head(model.ln_f(x))", "model.lm_head(x)", "final LayerNorm", id="forward-no-ln-f"),
+    mistake(FORWARD, "x = x + block.attn.out_proj(out)", "x = x + out", "output projection", id="forward-no-out-proj"),
+    mistake(
+        FORWARD,
+        "x = x + block.attn.out_proj(out)",
+        "x = block.attn.out_proj(out)",
+        "instead of being added",
+        id="forward-attention-replaces-the-stream",
+    ),
+    mistake(
+        FORWARD,
+        "    return model.lm_head(model.ln_f(x))\n",
+        "    return model.lm_head(model.ln_f(x)), None\n",
+        "returned a tuple",
+        id="forward-returns-a-tuple",
+    ),
+    wrong_answer(
+        FORWARD,
+        "def forward_with_cache(model, idx, cache):\n    raise NotImplementedError()\n",
+        "not written yet",
+        cases=HIDDEN,
+        id="forward-unwritten-on-the-hidden-cases",
+    ),
     # cosine_lr
     mistake(
         LR,
@@ -643,6 +809,36 @@ MISTAKES = [
 
 # Answers that use the course's reference, or a listed shortcut, earn nothing.
 BORROWED = [
+    # On the grader's course GPT these would run the course's cached pass; on the learner's own GPT they fail.
+    wrong_answer(
+        FORWARD,
+        "def forward_with_cache(model, idx, cache):\n    return model(idx, cache=cache)[0]\n",
+        ("course_lib.gpt.GPT.forward", "earns no points"),
+        id="forward-calling-the-model",
+    ),
+    wrong_answer(
+        FORWARD,
+        "import torch\n\ndef forward_with_cache(model, idx, cache):\n"
+        "    P, T = cache.length, idx.shape[1]\n"
+        "    x = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(P, P + T)))\n"
+        "    for block, layer in zip(model.blocks, cache.layers):\n"
+        "        x = block(x, cache=layer)\n"
+        "    return model.lm_head(model.ln_f(x))\n",
+        ("course_lib.blocks.TransformerBlock.forward", "earns no points"),
+        id="forward-calling-the-blocks",
+    ),
+    wrong_answer(
+        FORWARD,
+        "import torch\n\ndef forward_with_cache(model, idx, cache):\n"
+        "    P, T = cache.length, idx.shape[1]\n"
+        "    x = model.drop(model.tok_emb(idx) + model.pos_emb(torch.arange(P, P + T)))\n"
+        "    for block, layer in zip(model.blocks, cache.layers):\n"
+        "        x = x + block.attn(block.ln1(x), cache=layer)\n"
+        "        x = x + block.mlp(block.ln2(x))\n"
+        "    return model.lm_head(model.ln_f(x))\n",
+        ("course_lib.multihead.MultiHeadAttention.forward", "earns no points"),
+        id="forward-calling-the-attention",
+    ),
     wrong_answer(
         LOAD,
         "from course_lib import gpt2_weights\n\ndef load_gpt2_weights(model, state_dict):\n"

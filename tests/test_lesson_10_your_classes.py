@@ -2,10 +2,11 @@
 
 A learner who solved lessons 05 and 06 (their notebooks saved in a fresh work folder, `COURSE_WORK_DIR`) and solves
 lesson 10 loads GPT-2's weights with their own `load_gpt2_weights` into a GPT built from their own blocks, and that
-model writes the samples of section 7: the banners say so, and the logits match Hugging Face's. With a wrong lesson
-06 `TransformerBlock` and a wrong `load_gpt2_weights` the lesson still runs, on the course's block and loader, and
-the banners say why. Both runs use the lesson's smallest sizes (COURSE_SMALL_RUN): they are about the choice of
-classes, not about the numbers.
+model writes the samples of section 7 and, with their own `forward_with_cache`, generates with a KV cache in
+section 8 (the same ids as without it, and the speed-up printed): the banners say so, and the logits match Hugging
+Face's. With a wrong lesson 06 `TransformerBlock`, a wrong `load_gpt2_weights` and a wrong `forward_with_cache` the
+lesson still runs, on the course's block, loader and GPT2, and the banners say why. Both runs use the lesson's
+smallest sizes (COURSE_SMALL_RUN): they are about the choice of classes, not about the numbers.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ EARLIER = ("05_multi_head_attention", "06_transformer_blocks")
 YOUR_CODE = 'yours = your_code("05_multi_head_attention"'  # the cell that chooses the classes
 YOUR_LOADER = 'mine = your_answers("10_gpt2"'  # the cell that chooses the loader and checks it on random weights
 SAMPLES = "strategies = {"  # section 7: the five decoding strategies, on the learner's GPT
+CACHED = 'mine_cached = your_answers("10_gpt2"'  # section 8: cached generation and its timing
 
 
 def _save(folder, nb, lesson: str) -> None:
@@ -70,6 +72,12 @@ def test_a_learner_who_solved_05_06_and_10_runs_their_own_gpt_and_loader(tmp_pat
     assert "head still tied to the token embedding: True" in loader
     assert _logit_gap(nb) < 1e-4  # their loader, their blocks: Hugging Face's logits
     assert _printed(nb, SAMPLES).count("--- ") == 5  # the five strategies wrote with their model
+    cached = _printed(nb, CACHED)
+    assert "Running your `forward_with_cache` (lesson 10)." in cached
+    assert "Cached runs: your GPT (`your_small`) with your forward_with_cache." in cached
+    assert "cache and recomputation give the same ids: True" in cached  # their GPT, their cache
+    assert "the same ids either way: True" in cached
+    assert re.search(r"the cache was [\d.]+x faster here", cached), cached  # printed, never asserted
 
 
 def test_wrong_answers_give_way_to_the_courses_classes_and_say_why(tmp_path, monkeypatch):
@@ -81,8 +89,12 @@ def test_wrong_answers_give_way_to_the_courses_classes_and_say_why(tmp_path, mon
     (loader,) = [c.source for c in lesson_10.cells if grade_id(c) == "load_gpt2_weights"]
     untransposed = loader.replace("state_dict[key].t() if key.endswith(conv1d) else state_dict[key]", "state_dict[key]")
     assert untransposed != loader
+    (forward,) = [c.source for c in lesson_10.cells if grade_id(c) == "forward_with_cache"]
+    unshifted = forward.replace("torch.arange(P, P + T, device=idx.device)", "torch.arange(T, device=idx.device)")
+    assert unshifted != forward
     earlier = {EARLIER[0]: solved(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
-    nb = _run(tmp_path, monkeypatch, earlier, with_answer(lesson_10, "load_gpt2_weights", untransposed))
+    lesson_10 = with_answer(with_answer(lesson_10, "load_gpt2_weights", untransposed), "forward_with_cache", unshifted)
+    nb = _run(tmp_path, monkeypatch, earlier, lesson_10)
     classes = _printed(nb, YOUR_CODE)
     assert "the course's `TransformerBlock` (lesson 06: its visible check says:" in classes, classes
     assert "the blocks of a GPT built here: course_lib.blocks" in classes, classes
@@ -90,6 +102,11 @@ def test_wrong_answers_give_way_to_the_courses_classes_and_say_why(tmp_path, mon
     assert "Running the course's `load_gpt2_weights` (lesson 10: its visible check says:" in loader, loader
     assert _logit_gap(nb) < 1e-4  # the reference loaded the weights
     assert _printed(nb, SAMPLES).count("--- ") == 5
+    cached = _printed(nb, CACHED)
+    assert "Running the course's `forward_with_cache` (lesson 10: its visible check says:" in cached, cached
+    assert "rows 0 .. T - 1 of the position table" in cached  # the grader's reason, in the banner
+    assert "Cached runs: the course's GPT2 with the same weights (`small`), with its own cache." in cached
+    assert "cache and recomputation give the same ids: True" in cached
 
 
 def test_the_lesson_builds_its_gpt_from_the_learners_blocks():

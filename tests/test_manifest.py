@@ -62,6 +62,7 @@ def test_lesson_10_points_each_exercise_at_where_its_reference_is_defined():
         "cosine_lr": "course_lib.train.cosine_lr",
         "top_p_filter": "course_lib.generate.top_p_filter",
         "attend_with_cache": "course_lib.multihead.attend_with_cache",
+        "forward_with_cache": "course_lib.gpt.forward_with_cache",
     }
     assert manifest.lesson("10_gpt2").references == "course_lib.gpt2"
     # load_gpt2_weights loads into lesson 09's GPT: a graded answer's sandbox has the course's.

@@ -24,6 +24,7 @@ from course_lib.train import (
     train,
 )
 from tests.char_gpt import CharGPT
+from tests.learner_gpt import LearnerGPT
 from tests.train_helpers import config, make_shards, tiny_model, train_losses
 
 # ------------------------------------------------------------------------------------------------------------
@@ -227,7 +228,70 @@ def test_distributed_from_env(monkeypatch):
 
 def test_attention_shape_reads_the_blocks():
     assert attention_shape(CharGPT(40, 8, d_model=48, n_layers=3, n_heads=4)) == (3, 4, 12)
+    # A learner's attention need not keep a d_head: D is read from out_proj, as lesson 05's contract names it.
+    learner = LearnerGPT(40, 8, 48, 4, 3)
+    assert not hasattr(learner.blocks[0].attn, "d_head") and attention_shape(learner) == (3, 4, 12)
     assert attention_shape(torch.nn.Linear(2, 2)) is None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The model of a preset: the course's GPT2, or a GPT class of lesson 09's (the learner's)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_build_model_makes_a_learners_gpt_at_the_presets_sizes_with_gpt2s_initialisation():
+    torch.manual_seed(0)
+    theirs = train_setup.build_model("gpt2", 50257, 1024, gpt=LearnerGPT)
+    assert isinstance(theirs, LearnerGPT) and theirs.lm_head.weight is theirs.tok_emb.weight
+    assert theirs.tok_emb.weight.shape == (50257, 768) and theirs.pos_emb.weight.shape == (1024, 768)
+    assert len(theirs.blocks) == 12 and theirs.blocks[0].attn.n_heads == 12  # GPT-2 124M: 12 x 12 x 768
+    assert sum(p.numel() for p in theirs.parameters()) == 124_439_808  # GPT-2 small, unpadded vocabulary
+    out_proj = torch.cat([b.attn.out_proj.weight.flatten() for b in theirs.blocks])
+    fc1 = torch.cat([b.mlp.fc1.weight.flatten() for b in theirs.blocks])
+    assert abs(fc1.std().item() - 0.02) < 0.001 and abs(out_proj.std().item() - 0.02 / 24**0.5) < 0.0002
+    assert all(bool((b.attn.qkv.bias == 0).all()) for b in theirs.blocks)
+    course = train_setup.build_model("gpt2", 50257, 1024)
+    assert course.tok_emb.weight.shape == (50304, 768)  # the course's: padded to a multiple of 64
+    tiny = train_setup.build_model("tiny", 97, 32, gpt=LearnerGPT)
+    assert tiny.pos_emb.weight.shape == (32, 64) and len(tiny.blocks) == 2 and tiny.blocks[0].attn.n_heads == 4
+
+
+def test_fit_micro_batch_halves_until_the_measured_peak_fits():
+    peaks = {16: None, 8: 9 * 2**30, 4: 5 * 2**30}  # 16 runs out of memory, 8 needs 9 GiB, 4 needs 5
+
+    def measure(rows):
+        if peaks[rows] is None:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return peaks[rows]
+
+    fit = train_setup.fit_micro_batch(measure, 16, 6 * 2**30)
+    assert fit.micro_batch_size == 4 and fit.out_of_memory == (16,)
+    assert fit.tried == ((16, None), (8, 9 * 2**30), (4, 5 * 2**30))
+    assert train_setup.fit_micro_batch(measure, 8, 10 * 2**30).micro_batch_size == 8  # the first that fits
+    with pytest.raises(ValueError, match="no micro-batch fits 4.0 GiB: tried 16 .out of memory., 8 .9.0 GiB"):
+        train_setup.fit_micro_batch(measure, 16, 4 * 2**30, minimum=4)
+    unmeasured = train_setup.fit_micro_batch(lambda rows: None, 16, 2**30)  # no GPU: the plan's micro-batch stays
+    assert unmeasured.micro_batch_size == 16 and unmeasured.tried == ((16, None),)
+
+
+def test_step_memory_measures_nothing_on_a_cpu():
+    assert train_setup.step_memory(LearnerGPT(32, 8, 16, 2, 1), 2, 8, "cpu", "fp32") is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_an_attention_that_keeps_its_weights_needs_more_memory_than_the_fused_kernel():
+    """On a GPU: a step of the learner's GPT (explicit (B, H, T, T) weights) peaks higher than the course's GPT2
+    (F.scaled_dot_product_attention) at the same sizes, and the fit halves the micro-batch for less room."""
+    torch.manual_seed(0)
+    theirs = train_setup.build_model("tiny", 512, 512, gpt=LearnerGPT)
+    course = train_setup.build_model("tiny", 512, 512)
+    precision = train_setup.choose_precision("cuda", torch.cuda.get_device_capability())
+    peaks = [train_setup.step_memory(m, 16, 512, "cuda", precision) for m in (theirs, course)]
+    assert peaks[0] > peaks[1] > 0
+    fit = train_setup.fit_micro_batch(lambda rows: train_setup.step_memory(theirs, rows, 512, "cuda", precision), 16,
+                                      peaks[0] - 1)  # fmt: skip
+    assert fit.micro_batch_size < 16
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -290,8 +354,10 @@ def _crash_at(step):
     return on_log
 
 
-@pytest.mark.parametrize(("kind", "dropout"), [("char", 0.0), ("char", 0.2), ("gpt2", 0.2)])
+@pytest.mark.parametrize(("kind", "dropout"), [("char", 0.0), ("char", 0.2), ("gpt2", 0.2), ("learner", 0.0)])
 def test_resume_after_a_crash_continues_exactly(shards, tmp_path, kind, dropout):
+    """Lesson 11's resume, for the tests' CharGPT, the course's GPT2 and a learner's GPT (tests/learner_gpt.py, as
+    lesson 11 trains the learner's lesson 09 GPT)."""
     settings = {"max_steps": 10, "checkpoint_interval": 4, "checkpoint_path": str(tmp_path / "ck.pt")}
     model = tiny_model(dropout=dropout, kind=kind)
     straight = train_losses(train(model, config(shards, **settings | {"checkpoint_path": None})))
@@ -331,7 +397,8 @@ def test_time_budget_stops_with_a_checkpoint(shards, tmp_path):
     path = tmp_path / "ck.pt"
     records = train(tiny_model(), config(shards, max_time_s=0.0, checkpoint_path=str(path)))
     assert [r["kind"] for r in records] == ["start", "stop", "checkpoint"] and load_checkpoint(path)["step"] == 0
-    start = {"kind": "start", "step": 0, "device": "cpu", "precision": "fp32", "fused_adamw": False}
+    start = {"kind": "start", "step": 0, "model": "tests.char_gpt.CharGPT", "device": "cpu", "precision": "fp32"}
+    start |= {"fused_adamw": False}
     assert records[0].pop("elapsed_s") >= 0  # every record says when it was made
     assert records[0] == start | {"compile": False, "grad_accum_steps": 1, "world_size": 1}
 

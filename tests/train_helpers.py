@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from course_lib.gpt import init_gpt2
 from course_lib.gpt2 import GPT2, GPT2Config
 from course_lib.train import TrainConfig
 from course_lib.train_data import write_shards
 from tests.char_gpt import CharGPT
+from tests.learner_gpt import LearnerGPT
 
 VOCAB = 32
 
@@ -42,12 +44,15 @@ def make_shards(data_dir: Path, train_tokens: int = 6000, val_tokens: int = 1200
 
 
 def tiny_model(seed: int = 0, dropout: float = 0.0, block_size: int = 16, kind: str = "char") -> torch.nn.Module:
-    """The tests' CharGPT (tests/char_gpt.py: untied head), or (kind="gpt2") lesson 10's GPT2 with its tied head,
-    both about 30k parameters."""
+    """The tests' CharGPT (tests/char_gpt.py: untied head), or (kind="gpt2") lesson 10's GPT2 with its tied head, or
+    (kind="learner") a learner's GPT written without course_lib (tests/learner_gpt.py) with GPT-2's initialisation,
+    as lesson 11 trains it; all about 30k parameters."""
     torch.manual_seed(seed)
     if kind == "gpt2":
         gpt2_config = GPT2Config(VOCAB, block_size, n_layers=2, n_heads=4, d_model=32, dropout=dropout)
         return GPT2(gpt2_config)
+    if kind == "learner":
+        return init_gpt2(LearnerGPT(VOCAB, block_size, 32, 4, 2, dropout))
     return CharGPT(VOCAB, block_size, d_model=32, n_layers=2, n_heads=4, dropout=dropout)
 
 

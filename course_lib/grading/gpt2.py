@@ -1,9 +1,10 @@
 """Graders of lesson 10 — GPT-2 (`gpt2_parameter_count`, `load_gpt2_weights`, `cosine_lr`, `top_p_filter`,
-`attend_with_cache`).
+`attend_with_cache`, `forward_with_cache`).
 
-The counting and schedule exercises are checked here; the weight loading in `course_lib.grading.gpt2_weights` and
-the generation exercises (top-p, the KV cache) in `course_lib.grading.gpt2_generation`, re-exported, so every test
-cell imports from this module. Each reference is taken from where it is defined, as the manifest names it:
+The counting and schedule exercises are checked here; the weight loading in `course_lib.grading.gpt2_weights`,
+the generation exercises (top-p, one attention step with the KV cache) in `course_lib.grading.gpt2_generation` and
+the model's cached forward pass in `course_lib.grading.gpt2_cache`, re-exported, so every test cell imports from
+this module. Each reference is taken from where it is defined, as the manifest names it:
 `course_lib.gpt2` (the lesson's `ref`) for the count and the KV cache, `course_lib.gpt2_weights` for the loading,
 `course_lib.train` for the schedule, `course_lib.generate` for top-p. The recipe is the
 course's: the from-scratch guard first, expected values from the reference computed outside the learner's call,
@@ -28,6 +29,7 @@ from torch import Tensor
 from course_lib import gpt2 as ref
 from course_lib import train as training
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
+from course_lib.grading.gpt2_cache import check_forward_with_cache
 from course_lib.grading.gpt2_generation import check_attend_with_cache, check_top_p_filter
 from course_lib.grading.gpt2_weights import check_load_gpt2_weights
 from course_lib.grading.kit import core
@@ -41,6 +43,7 @@ __all__ = [
     "check_cosine_lr",
     "check_top_p_filter",
     "check_attend_with_cache",
+    "check_forward_with_cache",
 ]
 
 

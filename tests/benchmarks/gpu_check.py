@@ -15,10 +15,13 @@ Run from the repository root with a Python that has PyTorch. What it does, in or
    for `--ladder-tokens` tokens of Tiny Shakespeare (1,000,000 by default: 61 steps of 16 x 1,024, a check that
    every rung trains, with its tokens/s and validation loss beside GPT-2's; a ranking needs far more tokens).
 4. **lesson 11, first run**: the instructor source through nbclient, in a fresh folder, with `TIME_BUDGET_MIN`
-   set to `--budget-min`. The checkpoint written nearest the middle of the run is copied aside (one line is
-   wrapped around the loop's callback; nothing else in the lesson changes). Reported: the budget used against
-   the budget, measured and planned tokens/s and MFU, the data plan, and (Tiny Shakespeare, offline) whether the
-   validation loss turned up.
+   set to `--budget-min`, and a learner's solved lessons 05, 06 and 09 (the instructor's answers) in its work
+   folder (`COURSE_WORK_DIR`), so that it trains the learner's GPT at GPT-2 124M's sizes, its attention written out
+   (`--course-model`: none, the course's GPT2 trains). The checkpoint written nearest the middle of the run is
+   copied aside (one line is wrapped around the loop's callback; nothing else in the lesson changes). Reported:
+   which model trained, the micro-batch fitted to the memory measured, the learner's GPT against the course's
+   fused attention per step and in the budget, the budget used against the budget, measured and planned tokens/s
+   and MFU, the data plan, and (Tiny Shakespeare, offline) whether the validation loss turned up.
 5. **lesson 11, second run**: the middle checkpoint is put back where the run keeps its checkpoint, as if the
    runtime had died after writing it, and the same notebook runs again: it must continue from that step to the
    planned end. Reported: the step it continued from, and its last training loss beside the first run's.
@@ -245,18 +248,44 @@ def _find(pattern: str, text: str, default: str = "not found") -> str:
     return match.group(1) if match else default
 
 
+def learners_work(folder: Path) -> Path:
+    """A work folder with a learner's saved lessons 05, 06 and 09 (the instructor's answers), for lesson 11 to train
+    their GPT; the path goes to the kernel as COURSE_WORK_DIR."""
+    import nbformat
+
+    from tests.nbtools import solved
+
+    work = folder / "work"
+    for lesson in ("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt"):
+        (work / lesson).mkdir(parents=True, exist_ok=True)
+        nbformat.write(solved(lesson), work / lesson / f"{lesson}.ipynb")
+    return work
+
+
 def run_lesson(args, out: Path, folder: Path, first_run: bool) -> dict:
     import nbformat
 
     nb = lesson_notebook(args, first_run)
+    before = os.environ.get("COURSE_WORK_DIR")
+    if not args.course_model:  # the learner's GPT trains: the kernel's your_code finds it in this work folder
+        os.environ["COURSE_WORK_DIR"] = str(learners_work(folder))
     try:
         text = execute(nb, folder, args)
     finally:
         nbformat.write(nb, out / f"lesson11_run{1 if first_run else 2}.ipynb")
+        if before is None:  # the kernel has it; this process's later work does not
+            os.environ.pop("COURSE_WORK_DIR", None)
+        else:
+            os.environ["COURSE_WORK_DIR"] = before
     (out / f"lesson11_run{1 if first_run else 2}.txt").write_text(text)
     last_loss = _find(r"^training loss: .*step (\d+: [\d.]+)$", text)
     if first_run:
         parts = [
+            _find(r"^The training runs below train (.*?), configured", text),
+            "; ".join(re.findall(r"^(micro-batch \d+ x \d+: .*)$", text, re.M)) or "no micro-batch measured",
+            _find(r"^(per step: .*)$", text, "no comparison (the course's GPT2 trained)"),
+            _find(r"^(in a budget of .*)$", text, ""),
+            _find(r"^(peak memory of a step .*)$", text, ""),
             _find(r"^(budget: .*)$", text),
             _find(r"^tokens/s: (planned .*)$", text),
             _find(r"^(the run: .*)$", text),
@@ -281,6 +310,9 @@ def main() -> None:
     parser.add_argument("--step-timeout", type=int, default=300, help="seconds at most for one step or cell")
     parser.add_argument("--out", type=Path, help="keep the notebooks, JSON and logs here")
     parser.add_argument("--ladder-tokens", type=int, default=1_000_000, help="lesson 12's ladder: tokens a rung")
+    parser.add_argument(
+        "--course-model", action="store_true", help="lesson 11 trains the course's GPT2, not a learner's"
+    )
     parser.add_argument("--requirements", action="store_true", help="print the pip requirements and stop")
     args = parser.parse_args()
     if args.requirements:

@@ -1,7 +1,10 @@
 """Claims of lesson 11_gpt2_training_gpu: what its text says its code cells show.
 
 The lesson executes in its CPU smoke mode here (no GPU): the claims are those of that run. Numbers the text calls
-arithmetic (expected tokens/s, plans) are checked for their arithmetic; timings are never asserted.
+arithmetic (expected tokens/s, plans) are checked for their arithmetic; timings are never asserted. Executed as the
+instructor source, the lesson finds the instructor's answers of lessons 05, 06 and 09 in the folders beside it
+(`course_lib.workflow.your_code` looks there), so that run trains "your" GPT and compares it with the course's GPT2;
+the claims about the model hold on either path (tests/test_lesson_11_your_gpt.py runs both).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from tests.claims.common import FLOAT, Break, Claim, Family, number, output, req
 SHOWN, MARGIN, ORDER, MEMBERS, TENSOR, TABLE, EXACT = Family
 
 MODE = "SMALL = autograding()"
+YOUR_MODEL = 'yours = your_code("05_multi_head_attention"'
 GPUS = "GPUS = {"
 DATA = "header = prepare_data(DATA_DIR)"
 ACCUM = "for world_size in (1, 2, 8):"
@@ -37,6 +41,60 @@ def c_mode(nb):
     text = output(nb, MODE)
     require("No CUDA GPU here: this run is the CPU SMOKE configuration" in text, f"the mode is said first:\n{text}")
     require("do not run on this machine" in text, f"the GPU paths are said not to run here:\n{text}")
+
+
+# The smoke model's parameters: lesson 09's GPT at the tiny sizes with GPT-2's 50,257 tokens, and the course's GPT2,
+# whose token table is padded to 50,304 rows (47 x 64 more).
+SMOKE_PARAMETERS = {"YOUR GPT (lesson 09)": 3_320_640, "the course's GPT2 (course_lib.gpt2)": 3_323_648}
+SMOKE_STEP_TOKENS = 2 * 64  # micro_batch_size x seq_len, one micro-batch a step
+
+
+def c_model(nb):
+    text = output(nb, YOUR_MODEL)
+    require(re.search(r"^Running (your|the course's) `", text, re.M), f"a line says whose classes run:\n{text}")
+    found = re.search(
+        r"^The training runs below train (.+), configured as a tiny GPT-2 \(the CPU smoke run\)\.$", text, re.M
+    )
+    require(found and found.group(1) in SMOKE_PARAMETERS, f"and which model trains, at the smoke run's size:\n{text}")
+    whose = found.group(1)
+    yours = whose.startswith("YOUR")
+    require(
+        yours == bool(re.search(r"your `GPT` \(lesson 09\)", text)), f"the run trains the GPT the banner names:\n{text}"
+    )
+    count = number(output(nb, READS), rf"^{re.escape(whose)}: {FLOAT} parameters$", "parameters")
+    require(count == SMOKE_PARAMETERS[whose], f"{whose} at the tiny sizes, GPT-2's vocabulary: {count}")
+
+
+def c_cost(nb):
+    """With the learner's GPT, what its attention costs against the course's fused one, per step and in the budget
+    (measured: only the arithmetic is checked); with the course's GPT2, no comparison."""
+    text = output(nb, READS)
+    yours = "YOUR GPT (lesson 09):" in text
+    timed = "(the timing and the plan are skipped" not in text
+    per_step = re.search(
+        rf"^per step: your GPT {FLOAT} s, the course's GPT2 \(fused attention\) {FLOAT} s: yours takes {FLOAT}x",
+        text,
+        re.M,
+    )
+    require(bool(per_step) == (yours and timed), f"a comparison exactly when your GPT trains and is timed:\n{text}")
+    if not per_step:
+        return
+    ratio = float(per_step.group(1)) / float(per_step.group(2))
+    require(
+        abs(ratio - float(per_step.group(3))) < 0.01 + 0.01 * ratio,
+        f"the ratio is of the two times: {per_step.groups()}",
+    )
+    budget = re.search(
+        rf"^in a budget of 30 s: your GPT {FLOAT} steps \({FLOAT} tokens\), "
+        rf"the course's GPT2 {FLOAT} \({FLOAT} tokens\): {FLOAT} steps and {FLOAT} tokens (fewer|more) with yours$",
+        text,
+        re.M,
+    )
+    require(budget, f"what it costs in the budget:\n{text}")
+    ours, our_tokens, theirs, their_tokens, steps, tokens = (int(v.replace(",", "")) for v in budget.groups()[:6])
+    require(our_tokens == ours * SMOKE_STEP_TOKENS and their_tokens == theirs * SMOKE_STEP_TOKENS, budget.group(0))
+    require(steps == abs(theirs - ours) and tokens == steps * SMOKE_STEP_TOKENS, budget.group(0))
+    require((budget.group(7) == "fewer") == (theirs >= ours), budget.group(0))
 
 
 def _gpu_rows(nb) -> dict[str, tuple[str, str, float]]:
@@ -190,6 +248,22 @@ CLAIMS = [
         "without a GPU, the first output says the run is the CPU smoke configuration",
         c_mode,
         [Break(SHOWN, MODE, r"the CPU SMOKE configuration", "the GPU configuration")],
+    ),
+    Claim(
+        "a line says whose classes run and which model trains: the learner's GPT, or the course's GPT2 (padded)",
+        c_model,
+        [
+            Break(EXACT, YOUR_MODEL, r"configured as a tiny GPT-2", "configured as GPT-2 124M"),
+            Break(EXACT, READS, r"(?m)^(.*): 3,32\d,\d{3} parameters$", r"\g<1>: 3,000,000 parameters"),
+        ],
+    ),
+    Claim(
+        "when the learner's GPT trains, its cost against the fused attention: per step and in the budget",
+        c_cost,
+        [
+            Break(MARGIN, READS, r"yours takes [\d.]+x", "yours takes 9.99x"),
+            Break(EXACT, READS, r"(\d+) steps and [\d,]+ tokens", r"\g<1> steps and 7 tokens"),
+        ],
     ),
     Claim(
         "T4: fp16 with a GradScaler, the others bf16; an A100 almost 5x a T4, an H100 about 3x an A100",
