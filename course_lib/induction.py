@@ -135,19 +135,21 @@ def ablate_head(attention: nn.Module, head: int, mode: str = "zero") -> Iterator
 
 
 def head_scores(model: nn.Module, sequences: Tensor, period: int) -> list[dict]:
-    """Each head's previous-token and induction score on `sequences` (B, T), whose token t equals token t - period:
-    one dict per head, {"layer", "head", "previous token", "induction"}, averaged over the batch. Lesson 13."""
+    """Each head's previous-token and induction score on `sequences` (B, T), whose token t equals token t - period,
+    and its mean weight on the query's own position ("itself"): one dict per head, {"layer", "head", "itself",
+    "previous token", "induction"}, averaged over the batch. Lesson 13."""
     was_training = model.training
     model.eval()
     try:
         maps = attention_maps(model, sequences)  # (L, B, H, T, T)
     finally:
         model.train(was_training)
+    itself = maps.diagonal(dim1=-2, dim2=-1).mean(dim=(1, 3))  # (L, B, H, T) -> (L, H)
     previous = prev_token_scores(maps).mean(dim=1)  # (L, B, H) -> (L, H)
     repeated = induction_scores(maps, period).mean(dim=1)  # (L, H)
     return [
-        {"layer": layer, "head": head, "previous token": float(previous[layer, head]),
-         "induction": float(repeated[layer, head])}
+        {"layer": layer, "head": head, "itself": float(itself[layer, head]),
+         "previous token": float(previous[layer, head]), "induction": float(repeated[layer, head])}
         for layer in range(maps.shape[0])
         for head in range(maps.shape[2])
     ]  # fmt: skip

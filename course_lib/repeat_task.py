@@ -3,7 +3,10 @@
 A window of Tiny Shakespeare in which the first `period` characters come twice before the text carries on: the
 first copy can be guessed only as well as English allows, the second can be copied, by a model that finds where
 the current character stood before and reads what came after it there. The period is drawn per window, so no
-fixed look-back distance does the job: the model has to find the earlier copy by what it holds.
+fixed look-back distance does the job: the model has to find the earlier copy by what it holds. Half the windows
+(`random_fraction`) are random characters instead of text, with the same repeat: there nothing but the repeat can
+be predicted, and that is what makes the copying heads form in a short stretch of training (see lesson 13 and
+tests/benchmarks/RESULTS_induction_seeds.md).
 
     repeat_batch          (x, y) training windows, each with its own period (lesson 09's get_batch, repeated)
     repeated_text         windows of text whose second half repeats the first, for measuring
@@ -50,21 +53,31 @@ def repeat_batch(
     context_length: int,
     periods: tuple[int, int],
     generator: torch.Generator | None = None,
+    random_fraction: float = 0.0,
+    vocab_size: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Training windows in which a stretch repeats: x, y (batch_size, context_length), y shifted by one.
 
     Lesson 13. Each row starts at a random place of `data` (N,); its first `period` ids (a period drawn per row from
-    periods[0]..periods[1]) are followed by themselves once more, and then the text carries on from there.
+    periods[0]..periods[1]) are followed by themselves once more, and then the text carries on from there. With
+    `random_fraction` > 0, each row is, with that probability, ids drawn uniformly from 0..vocab_size-1 instead of
+    text (repeated the same way).
     """
     _checks.tensor("data", data, "N", integer=True)
     _checks.positive_ints(batch_size=batch_size, context_length=context_length)
     low, high = periods
     _checks.int_between("periods[0]", low, 1, note="at least one character repeats")
     _checks.int_between("periods[1]", high, low, (context_length + 1) // 2, note="two copies fit in a window")
+    _checks.probability("random_fraction", random_fraction)
     n = context_length + 1  # one more for the targets
     starts = torch.randint(len(data) - n, (batch_size,), generator=generator)  # (B,)
     windows = data[starts[:, None] + torch.arange(n)]  # (B, n)
     period = torch.randint(low, high + 1, (batch_size, 1), generator=generator)  # (B, 1)
+    if random_fraction > 0:
+        _checks.positive_int("vocab_size", vocab_size)
+        noise = torch.randint(vocab_size, (batch_size, n), generator=generator)  # (B, n)
+        chosen = torch.rand(batch_size, 1, generator=generator) < random_fraction  # (B, 1)
+        windows = torch.where(chosen, noise, windows)
     t = torch.arange(n)  # (n,)
     # Position t reads the window at t until the first copy ends, then at t - period: the copy, and after it the
     # text that followed the first copy.
@@ -122,19 +135,23 @@ def attention_only_gpt(
 class RepeatSettings:
     """What lesson 13 trains, and how: the attention-only model's sizes and the run's settings."""
 
+    vocab_size: int = 65  # Tiny Shakespeare's characters
     context_length: int = 32  # characters a training window holds
     periods: tuple[int, int] = field(default=(4, 16))  # the shortest and the longest repeated stretch
+    random_fraction: float = 0.5  # the share of windows made of random characters instead of text
     d_model: int = 64
     n_heads: int = 4
     n_layers: int = 2
     batch_size: int = 32
     lr: float = 3e-3  # AdamW, no weight decay, no schedule
-    steps: int = 2000
+    steps: int = 2500
     every: int = 50  # a checkpoint every this many steps
 
     def __post_init__(self) -> None:
-        _checks.positive_ints(context_length=self.context_length, batch_size=self.batch_size, steps=self.steps,
-                              every=self.every, n_layers=self.n_layers)  # fmt: skip
+        _checks.positive_ints(vocab_size=self.vocab_size, context_length=self.context_length,
+                              batch_size=self.batch_size, steps=self.steps, every=self.every,
+                              n_layers=self.n_layers)  # fmt: skip
+        _checks.probability("random_fraction", self.random_fraction)
         _checks.divisible("d_model", self.d_model, "n_heads", self.n_heads)
         _checks.positive_number("lr", self.lr)
         low, high = self.periods
@@ -172,7 +189,8 @@ def train_with_checkpoints(
     start = time.process_time()
     model.train()
     for step in range(1, settings.steps + 1):
-        x, y = repeat_batch(data, settings.batch_size, context_length, settings.periods, generator)
+        x, y = repeat_batch(data, settings.batch_size, context_length, settings.periods, generator,
+                            settings.random_fraction, settings.vocab_size)  # fmt: skip
         _, loss = model(x, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

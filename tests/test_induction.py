@@ -237,6 +237,7 @@ def test_head_scores_are_the_two_scores_of_every_layer_and_head_averaged_over_th
     assert [(r["layer"], r["head"]) for r in rows] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for r in rows:
         m = maps[r["layer"], :, r["head"]]  # (B, T, T)
+        assert r["itself"] == pytest.approx(float(torch.stack([m[:, t, t] for t in range(12)]).mean()))
         assert r["previous token"] == pytest.approx(float(torch.stack([m[:, t, t - 1] for t in range(1, 12)]).mean()))
         assert r["induction"] == pytest.approx(float(torch.stack([m[:, t, t - 5] for t in range(6, 12)]).mean()))
 

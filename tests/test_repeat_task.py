@@ -28,6 +28,19 @@ def test_each_training_window_repeats_its_first_stretch_and_then_carries_on():
     assert periods == {3, 4, 5}
 
 
+def test_a_share_of_the_windows_is_random_ids_repeated_the_same_way():
+    data = torch.arange(1000, 3000)  # text ids are all >= 1000, random ones < 50
+    x, y = repeat_task.repeat_batch(data, 400, 12, (3, 5), torch.Generator().manual_seed(1), 0.25, vocab_size=50)
+    rows = torch.cat([x, y[:, -1:]], dim=1)  # (400, 13)
+    random_rows = rows[(rows < 50).all(dim=1)]
+    assert ((rows < 50).any(dim=1) == (rows < 50).all(dim=1)).all()  # a row is all text or all random
+    assert 60 < len(random_rows) < 140  # about a quarter of 400
+    for row in random_rows:  # each repeats its first stretch of 3 to 5 ids
+        assert any(torch.equal(row[p : 2 * p], row[:p]) for p in (3, 4, 5))
+    with pytest.raises(ValueError, match="vocab_size"):
+        repeat_task.repeat_batch(data, 2, 12, (3, 5), random_fraction=0.5)
+
+
 def test_the_periods_are_checked_against_the_window():
     data = torch.arange(100)
     with pytest.raises(ValueError, match="periods"):
@@ -77,8 +90,8 @@ def test_the_blocks_are_built_on_the_attention_class_given():
 
 def test_training_keeps_a_checkpoint_every_few_steps_and_leaves_the_callers_random_state():
     data = torch.randint(20, (500,), generator=torch.Generator().manual_seed(3))
-    settings = dataclasses.replace(repeat_task.RepeatSettings(), context_length=8, periods=(2, 4), d_model=16,
-                                   n_heads=2, batch_size=4, steps=25, every=10)  # fmt: skip
+    settings = dataclasses.replace(repeat_task.RepeatSettings(), vocab_size=20, context_length=8, periods=(2, 4),
+                                   d_model=16, n_heads=2, batch_size=4, steps=25, every=10)  # fmt: skip
     model = repeat_task.attention_only_gpt(20, 8, 16, 2, seed=0)
     torch.manual_seed(5)
     before = torch.random.get_rng_state()
