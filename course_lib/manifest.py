@@ -411,6 +411,18 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise("repeat_kv"),  # torch.repeat_interleave is allowed: it is one right way to write it
         ),
     ),
+    Lesson(
+        "13_what_attention_learned",
+        "What a trained transformer learned",
+        modules=("induction", "repeat_task", "gpt", "multihead", "char_lm", "gpt2_weights", "plotting"),
+        references="course_lib.induction",
+        grader="course_lib.grading.induction",
+        data=("tinyshakespeare.txt",),
+        # The attention-only model is built on your lesson 05 MultiHeadAttention; the heads are then looked for in
+        # your lesson 09 GPT (on your lesson 06 blocks) and, online, in GPT-2 loaded by your lesson 10 loader.
+        your_lessons=("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt", "10_gpt2"),
+        exercises=_exercises("prev_token_scores", "induction_scores", "ablate_head"),
+    ),
 )
 
 

@@ -187,3 +187,24 @@ def test_the_seeds_bench_runs_every_rung_of_either_ladder_for_every_seed(tokens,
     assert list(losses) == labels and all(len(v) == 2 and v[0] != v[1] for v in losses.values())
     out = capsys.readouterr().out
     assert "| + Muon |" in out and "largest spread over the seeds of one rung" in out
+
+
+# ------------------------------------------------------------------------------------------------------------
+# bench_induction_seeds: the seeds behind lesson 13's phase-change claims
+# ------------------------------------------------------------------------------------------------------------
+
+
+def test_the_induction_bench_measures_every_seed_and_takes_other_settings(capsys):
+    import torch
+
+    from tests.benchmarks import bench_induction_seeds
+
+    threads = torch.get_num_threads()
+    try:  # the script pins one thread for its runs; the tests after this one get theirs back
+        rows = bench_induction_seeds.main(["--seeds", "0", "1", "--steps", "4", "--set", "every=2", "periods=3,8"])
+    finally:
+        torch.set_num_threads(threads)
+    assert [row["seed"] for row in rows] == [0, 1] and rows[0]["induction last"] != rows[1]["induction last"]
+    assert all(row["20%"] in (0, 2, 4) and row["20%"] <= row["50%"] <= row["80%"] for row in rows)
+    out = capsys.readouterr().out
+    assert "periods=(3, 8)" in out and "every=2" in out and "| median |" in out and "20 % -> 80 %" in out

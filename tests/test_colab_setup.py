@@ -268,6 +268,8 @@ YOURS = {
     "(lesson 06); your `GPT` (lesson 09).",
     "12_beyond_gpt2": "Running your `apply_rope` (lesson 03); your `MultiHeadAttention` (lesson 05); your "
     "`TransformerBlock` (lesson 06); your `GPT` (lesson 09).",
+    "13_what_attention_learned": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, "
+    "`TransformerBlock` (lesson 06); your `GPT` (lesson 09); your `load_gpt2_weights` (lesson 10).",
 }
 
 

@@ -220,13 +220,24 @@ ONE_WRONG = {
         "    return x.repeat(1, n_rep, 1, 1)\n",
         "interleaved",
     ),
+    "13_what_attention_learned": (
+        "induction_scores",
+        "import torch\n\n\n"
+        "def induction_scores(attn, period):\n"
+        "    T = attn.shape[-1]\n"
+        "    if not 1 <= period < T:\n"
+        "        raise ValueError(f'period must be in 1..{T - 1}, got {period}')\n"
+        "    queries = torch.arange(period, T)\n"
+        "    return attn[..., queries, queries - period].mean(dim=-1)\n",
+        "earlier copy of the current token itself",
+    ),
 }
 # What a hostile answer appends to the grader's package on disk: every check passes in every later kernel.
 HOSTILE_PAYLOAD = """
 import importlib as _il
 from course_lib.grading.kit.errors import Passed as _P
 for _m in ("welcome", "tokenization", "embeddings", "position", "attention", "multihead", "blocks", "encoder_decoder",
-           "statquest", "char_lm", "gpt2", "train", "modern"):
+           "statquest", "char_lm", "gpt2", "train", "modern", "induction"):
     _mod = _il.import_module("course_lib.grading." + _m)
     for _n in [n for n in dir(_mod) if n.startswith("check_")]:
         setattr(_mod, _n, lambda *a, _n=_n, **k: _P(_n, 1))

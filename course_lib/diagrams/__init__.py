@@ -14,6 +14,7 @@
     gpt2          lesson 10: GPT-2's stack with its sizes, one step of generation with a KV cache
     training      lesson 11: the tokens' path through one training step, a checkpoint's save-and-resume cycle
     modern        lesson 12: GPT-2's block beside a modern one, multi-head, grouped-query and multi-query attention
+    induction     lesson 13: a previous-token head and an induction head on a repeated sequence
 
 Each drawing function returns a matplotlib Figure and changes no global settings. `DIAGRAMS` names every one; the
 committed PNGs in `images/` are written by `make images` (`python -m course_lib.diagrams`); a test fails when one
@@ -47,6 +48,7 @@ from course_lib.diagrams.char_gpt import your_gpt_stack
 from course_lib.diagrams.decoding import mask_conventions, teacher_forcing
 from course_lib.diagrams.draw import COLOURS, DPI
 from course_lib.diagrams.gpt2 import gpt2_architecture, kv_cache_step
+from course_lib.diagrams.induction import induction_circuit
 from course_lib.diagrams.modern import gpt2_vs_modern_block, grouped_query_attention
 from course_lib.diagrams.position import rope_rotation, sinusoidal_table
 from course_lib.diagrams.tensors import broadcasting, gradient_step
@@ -86,6 +88,7 @@ __all__ = [
     "checkpoint_resume_cycle",
     "gpt2_vs_modern_block",
     "grouped_query_attention",
+    "induction_circuit",
 ]
 
 DIAGRAMS: dict[str, Callable[[], Figure]] = {
@@ -116,6 +119,7 @@ DIAGRAMS: dict[str, Callable[[], Figure]] = {
     "checkpoint_resume_cycle": checkpoint_resume_cycle,
     "gpt2_vs_modern_block": gpt2_vs_modern_block,
     "grouped_query_attention": grouped_query_attention,
+    "induction_circuit": induction_circuit,
 }
 
 
