@@ -227,7 +227,8 @@ LESSONS: tuple[Lesson, ...] = (
         # EncoderLayer and PositionEncoding where they passed their checks (course_lib.lesson.your_code), the
         # course's DecoderLayer (lesson 06 has no decoder-layer exercise); in a graded answer's sandbox the course's.
         preamble=STANDARD_IMPORTS
-        + "from course_lib.blocks import DecoderLayer, EncoderLayer\nfrom course_lib.position import PositionEncoding\n",
+        + "from course_lib.blocks import DecoderLayer, EncoderLayer\n"
+        + "from course_lib.position import PositionEncoding\n",
         exercises=(
             Exercise(
                 "EncoderDecoderTransformer",
