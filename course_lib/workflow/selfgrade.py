@@ -3,14 +3,15 @@
 `grade_notebook(path)` is what `make grade NB=...`, `python -m course_lib grade ...` and the last cell of every
 lesson (`course_lib.lesson.grade_this_notebook`) run. It copies the lesson's instructor source (hidden tests
 included) into a temporary nbgrader course, or in a students' hand-out, which has none, a source made from the
-student version (visible checks only, and the report says so); autogrades the notebook there as student
+student version (visible checks only, and the report says so); reads the notebook as an instructor's class run reads
+it (any saved form; an answer cell pasted twice, split or stripped of its marks repaired and named in the report,
+in a copy: the learner's file is never changed); autogrades the notebook there as student
 "learner" (the course's trusted grading: each answer cell on its own, in its own process); reads the scores from
 the gradebook and the grader's messages from the graded notebook, and deletes the temporary course.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -32,8 +33,12 @@ from course_lib.workflow.course import (
 )
 from course_lib.workflow.course import lesson_ids as _lesson_ids
 from course_lib.workflow.nbgrader_plugins import FLAG_MARKER
+from course_lib.workflow.submissions import LessonCells, Repaired, Unreadable, read_submission
 
-__all__ = ["ExerciseResult", "GradeReport", "grade_notebook", "identify_lesson"]
+__all__ = ["READ_AS", "ExerciseResult", "GradeReport", "grade_notebook", "identify_lesson"]
+
+# How a report begins the note on a notebook that was read with repairs (as an instructor's class run reads it).
+READ_AS = "before grading, your notebook was read as your instructor's grading reads it: "
 
 
 @dataclass
@@ -84,16 +89,18 @@ class GradeReport:
         return text
 
 
-def _read_submission(path: Path):
+def _read_submission(path: Path, cells: LessonCells | None = None) -> Repaired:
+    """The notebook at `path` as the class command reads it (`submissions.read_submission`): any saved form (a
+    byte-order mark, Windows line endings, older nbformat, Colab's or VS Code's) read as if clean; with the lesson's
+    `cells`, clear damage to its answer cells repaired and named (a pasted copy, a split cell, stripped marks)."""
     if not path.is_file():
         raise CourseError(f"no notebook at {path}. Save your notebook first, or check the path.")
     try:
-        nb = nbformat.read(path, as_version=4)
-    except (json.JSONDecodeError, nbformat.reader.NotJSONError) as exc:
-        raise CourseError(f"{path} is not a readable notebook (broken JSON: {exc}). Re-download the lesson.") from None
-    except Exception as exc:
-        raise CourseError(f"{path} is not a readable notebook ({type(exc).__name__}: {exc}).") from None
-    return nb
+        return read_submission(path.read_bytes(), cells or LessonCells(frozenset()))
+    except Unreadable as exc:
+        raise CourseError(
+            f"{path} is not a readable notebook ({exc}). Save it again from Jupyter, or re-download the lesson."
+        ) from None
 
 
 def _exercise_names(nb) -> list[str]:
@@ -144,12 +151,13 @@ def grade_notebook(
     started = time.perf_counter()
     root = root or course_root()
     path = Path(path)
-    nb = _read_submission(path)
-    lesson = identify_lesson(nb, path, lesson, root)
+    lesson = identify_lesson(_read_submission(path).nb, path, lesson, root)
     with generated_course(lesson, root) as tmp:
+        released = nbformat.read(tmp / "release" / lesson / f"{lesson}.ipynb", as_version=4)
+        repaired = _read_submission(path, LessonCells.from_notebook(lesson, released))
         target = tmp / "submitted" / LEARNER / lesson
         target.mkdir(parents=True)
-        nbformat.write(nb, target / f"{lesson}.ipynb")
+        nbformat.write(repaired.nb, target / f"{lesson}.ipynb")  # a copy: the learner's file is never changed
         args = ["autograde", lesson, "--student", LEARNER, "--force"]
         if timeout is not None:
             args.append(f"--Execute.timeout={int(timeout)}")
@@ -159,6 +167,8 @@ def grade_notebook(
             raise CourseError(f"nbgrader could not grade {path.name}:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
         graded = nbformat.read(graded_path, as_version=4)
         report = _report(lesson, graded, tmp, time.perf_counter() - started)
+    if repaired.repairs:
+        report.flags.append(READ_AS + "; ".join(line.rstrip(".") for line in repaired.repairs) + ".")
     if not has_instructor_source(lesson, root):  # a students' hand-out: graded on the visible checks only
         report.flags.insert(0, VISIBLE_ONLY)
     return report
