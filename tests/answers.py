@@ -93,3 +93,26 @@ def run_graded_cells(lesson: str, namespace: dict) -> list[str]:
             if meta.get("grade"):
                 graded.append(meta["grade_id"])
     return graded
+
+
+# A correct lesson 04 `CausalSelfAttention` written with ordinary dynamic Python (setattr, vars, getattr): graded
+# like any other code, full marks and no flag (tests/test_trusted.py, tests/test_nbgrader_roundtrip.py).
+SETATTR_CAUSAL = (
+    "import torch\nfrom torch import nn\n\n\n"
+    "class CausalSelfAttention(nn.Module):\n"
+    "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
+    "        super().__init__()\n"
+    "        for name in ('W_query', 'W_key', 'W_value'):\n"
+    "            setattr(self, name, nn.Linear(d_in, d_out, bias=qkv_bias))\n"
+    "        self.dropout = nn.Dropout(dropout)\n"
+    "        vars(self)['context_length'] = context_length\n\n"
+    "    def forward(self, x):\n"
+    "        T = x.shape[1]\n"
+    "        if T > self.context_length:\n"
+    "            raise ValueError(f'{T} positions, more than context_length={self.context_length}')\n"
+    "        q, k, v = (getattr(self, f'W_{part}')(x) for part in ('query', 'key', 'value'))\n"
+    "        scores = q @ k.transpose(1, 2) / k.shape[-1] ** 0.5\n"
+    "        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)\n"
+    "        weights = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)\n"
+    "        return self.dropout(weights) @ v\n"
+)

@@ -118,3 +118,49 @@ def stop_process_group(proc, grace: float = 20.0) -> None:
     # the server has exited; leftover children in its group (a kernel mid-shutdown) go too
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+# Lesson 06's answer cell once imported the course's attention itself; a learner's block is built on theirs.
+_REFERENCE_IMPORT = "from course_lib.multihead import MultiHeadAttention\n"
+
+
+def solved_earlier(lesson: str):
+    """`solved(lesson)` as a learner would have written it: no answer cell imports the course's attention."""
+    nb = solved(lesson)
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell.source = cell.source.replace(_REFERENCE_IMPORT, "")
+    return nb
+
+
+def save_lessons(work: Path, saved: dict) -> None:
+    """Each notebook of `saved` ({lesson id: notebook}) written where a learner's work folder keeps it."""
+    for lesson, nb in saved.items():
+        (work / lesson).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, work / lesson / f"{lesson}.ipynb")
+
+
+def run_beside(tmp_path: Path, monkeypatch, lesson: str, earlier: dict, nb=None, small: bool = True, **options):
+    """`nb` (default: `lesson` solved) executed as a learner runs it, in tmp_path/work/<lesson>, with the notebooks
+    of `earlier` saved beside it (the work folder is COURSE_WORK_DIR); self-grading off; at the smallest sizes
+    unless `small` is False. `options` go to `execute` (`allow_errors`). Returns the notebook, outputs filled in."""
+    work = tmp_path / "work"
+    save_lessons(work, earlier)
+    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
+    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    if small:
+        monkeypatch.setenv("COURSE_SMALL_RUN", "1")
+    else:
+        monkeypatch.delenv("COURSE_SMALL_RUN", raising=False)
+    nb = solved(lesson) if nb is None else nb
+    (work / lesson).mkdir(parents=True)
+    execute(nb, timeout=300, folder=work / lesson, **options)
+    return nb
+
+
+def printed(nb, marker: str) -> str:
+    """What the one code cell containing `marker` printed (it must have raised no error)."""
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
+    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")

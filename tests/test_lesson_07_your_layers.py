@@ -14,11 +14,10 @@ instructor's run of the whole lesson (tests/test_notebooks_execute.py) checks wh
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 
 from course_lib.workflow.course import grade_id
-from tests.nbtools import execute, read, solved, source_path, with_answer
+from tests.nbtools import printed, read, run_beside, solved, source_path, with_answer
 
 pytestmark = pytest.mark.slow
 
@@ -37,29 +36,13 @@ YOURS = (
 
 
 def _run(tmp_path, monkeypatch, earlier: dict, nb=None, allow_errors: bool = False):
-    """Lesson 07 (`nb`, default solved) executed in tmp_path/work/07_encoder_decoder with `earlier` saved beside it,
-    up to the greedy decoding of held-out strings (what follows uses the same model). A cell's error stops the run
-    unless `allow_errors` (a failing visible check is part of that run)."""
-    work = tmp_path / "work"
-    for lesson, saved in earlier.items():
-        (work / lesson).mkdir(parents=True)
-        nbformat.write(saved, work / lesson / f"{lesson}.ipynb")
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.setenv("COURSE_SMALL_RUN", "1")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    (work / LESSON).mkdir()
+    """Lesson 07 (`nb`, default solved) executed with `earlier` saved beside it, up to the greedy decoding of
+    held-out strings (what follows uses the same model). A cell's error stops the run unless `allow_errors` (a
+    failing visible check is part of that run)."""
     nb = solved(LESSON) if nb is None else nb
     (last,) = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and DECODED in c.source]
     nb.cells = nb.cells[: last + 1]
-    execute(nb, timeout=300, folder=work / LESSON, allow_errors=allow_errors)
-    return nb
-
-
-def _printed(nb, marker: str) -> str:
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
-    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    return run_beside(tmp_path, monkeypatch, LESSON, earlier, nb, allow_errors=allow_errors)
 
 
 def _errors(nb, but=None) -> list:
@@ -70,14 +53,14 @@ def _errors(nb, but=None) -> list:
 
 def test_a_learner_who_solved_03_05_06_and_07_trains_their_own_model_of_their_own_layers(tmp_path, monkeypatch):
     nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER})
-    assert _printed(nb, IMPORTS).strip() == YOURS + "."
-    assert _printed(nb, CHOICE).strip() == YOURS + "; your `EncoderDecoderTransformer` (lesson 07)."
-    model = _printed(nb, MODEL)
+    assert printed(nb, IMPORTS).strip() == YOURS + "."
+    assert printed(nb, CHOICE).strip() == YOURS + "; your `EncoderDecoderTransformer` (lesson 07)."
+    model = printed(nb, MODEL)
     assert "your EncoderDecoderTransformer\n" in model
     assert "the encoder's layers: your_06_transformer_blocks EncoderLayer" in model
     assert "the positions: your_03_position_encoding PositionEncoding" in model
-    assert "mean loss of the last" in _printed(nb, TRAIN)
-    decoded = _printed(nb, DECODED)  # a held-out string of each test length, decoded by the model trained here
+    assert "mean loss of the last" in printed(nb, TRAIN)
+    decoded = printed(nb, DECODED)  # a held-out string of each test length, decoded by the model trained here
     assert decoded.count(" -> ") >= 3 and " right" in decoded, decoded
     assert _errors(nb) == []
 
@@ -93,7 +76,7 @@ def test_an_encoder_layer_that_fails_its_check_gives_way_to_the_courses_inside_t
         EARLIER[2]: with_answer(blocks, "EncoderLayer", no_mask)
     }
     nb = _run(tmp_path, monkeypatch, earlier)
-    first, second = _printed(nb, IMPORTS).strip().splitlines()
+    first, second = printed(nb, IMPORTS).strip().splitlines()
     start = (
         "Running your `PositionEncoding` (lesson 03); the course's `EncoderLayer` (lesson 06: its visible check says: "
     )
@@ -103,15 +86,15 @@ def test_an_encoder_layer_that_fails_its_check_gives_way_to_the_courses_inside_t
         "Not running your `MultiHeadAttention` (lesson 05): the course's `EncoderLayer` is built from the course's "
         "classes."
     )
-    choice = _printed(nb, CHOICE).strip().splitlines()
+    choice = printed(nb, CHOICE).strip().splitlines()
     assert choice[0].startswith(start) and choice[0].endswith("); your `EncoderDecoderTransformer` (lesson 07)."), (
         choice
     )
-    model = _printed(nb, MODEL)
+    model = printed(nb, MODEL)
     assert "your EncoderDecoderTransformer\n" in model
     assert "the encoder's layers: course_lib.blocks EncoderLayer" in model
     assert "the positions: your_03_position_encoding PositionEncoding" in model
-    assert "mean loss of the last" in _printed(nb, TRAIN)
+    assert "mean loss of the last" in printed(nb, TRAIN)
 
 
 def test_a_model_that_fails_its_check_gives_way_to_the_courses_model_of_the_courses_classes(tmp_path, monkeypatch):
@@ -127,19 +110,19 @@ def test_a_model_that_fails_its_check_gives_way_to_the_courses_model_of_the_cour
     (check,) = [c for c in nb.cells if c.cell_type == "code" and CHECK in c.source]
     (error,) = [o for o in check.outputs if o.output_type == "error"]
     assert "cross-attention reads the memory's padding" in error.evalue  # the learner sees why in the check's output
-    assert _printed(nb, IMPORTS).strip() == YOURS + "."  # the earlier lessons' classes passed
-    first, second = _printed(nb, CHOICE).strip().splitlines()
+    assert printed(nb, IMPORTS).strip() == YOURS + "."  # the earlier lessons' classes passed
+    first, second = printed(nb, CHOICE).strip().splitlines()
     assert first.startswith("Running the course's `EncoderDecoderTransformer` (lesson 07: its visible check says: ")
     assert "cross-attention reads the memory's padding" in first and ".)." not in first, first
     assert second == (
         "Not running your `PositionEncoding` (lesson 03), `MultiHeadAttention` (lesson 05), `EncoderLayer` "
         "(lesson 06): the course's `EncoderDecoderTransformer` is built from the course's classes."
     )
-    model = _printed(nb, MODEL)  # what the banner says: the course's model, of the course's layers and positions
+    model = printed(nb, MODEL)  # what the banner says: the course's model, of the course's layers and positions
     assert "the course's EncoderDecoderTransformer\n" in model
     assert "the encoder's layers: course_lib.blocks EncoderLayer" in model
     assert "the positions: course_lib.position PositionEncoding" in model
-    assert "mean loss of the last" in _printed(nb, TRAIN)
+    assert "mean loss of the last" in printed(nb, TRAIN)
     assert _errors(nb, but=check) == []  # the rest ran
 
 

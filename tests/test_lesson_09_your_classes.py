@@ -10,85 +10,50 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
 from course_lib.workflow.course import grade_id
 from tests.claims import l09_char_gpt as claims
-from tests.nbtools import execute, read, solved, source_path, with_answer
+from tests.nbtools import printed, read, run_beside, solved, solved_earlier, source_path, with_answer
 
 pytestmark = pytest.mark.slow
 
 LESSON = "09_char_gpt"
 EARLIER = ("05_multi_head_attention", "06_transformer_blocks")
-# Lesson 06's answer cell once imported the course's attention itself; a learner's block is built on theirs.
-_REFERENCE_IMPORT = "from course_lib.multihead import MultiHeadAttention\n"
-
-
-def _solved_earlier(lesson: str):
-    nb = solved(lesson)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            cell.source = cell.source.replace(_REFERENCE_IMPORT, "")
-    return nb
-
-
-def _save(folder, nb, lesson: str) -> None:
-    (folder / lesson).mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / lesson / f"{lesson}.ipynb")
 
 
 def _run(tmp_path, monkeypatch, earlier: dict, small: bool, nb=None, allow_errors: bool = False):
-    """Lesson 09 (`nb`, default solved) executed in tmp_path/work/09_char_gpt with `earlier` saved beside it. A
-    cell's error stops the run unless `allow_errors` (a failing visible check is part of that run)."""
-    work = tmp_path / "work"
-    for lesson, saved in earlier.items():
-        _save(work, saved, lesson)
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    if small:
-        monkeypatch.setenv("COURSE_SMALL_RUN", "1")
-    else:
-        monkeypatch.delenv("COURSE_SMALL_RUN", raising=False)
-    nb = solved(LESSON) if nb is None else nb
-    (work / LESSON).mkdir(parents=True)
-    execute(nb, timeout=300, folder=work / LESSON, allow_errors=allow_errors)
-    return nb
-
-
-def _printed(nb, marker: str) -> str:
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
-    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    """Lesson 09 (`nb`, default solved) executed with `earlier` saved beside it. A cell's error stops the run unless
+    `allow_errors` (a failing visible check is part of that run)."""
+    return run_beside(tmp_path, monkeypatch, LESSON, earlier, nb, small, allow_errors=allow_errors)
 
 
 def test_a_learner_who_solved_05_06_and_09_trains_their_own_gpt(tmp_path, monkeypatch):
-    nb = _run(tmp_path, monkeypatch, {lesson: _solved_earlier(lesson) for lesson in EARLIER}, small=False)
-    banner = _printed(nb, "trained = with_your_answers(")
+    nb = _run(tmp_path, monkeypatch, {lesson: solved_earlier(lesson) for lesson in EARLIER}, small=False)
+    banner = printed(nb, "trained = with_your_answers(")
     assert banner.strip() == (
         "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
         "your `GPT` (lesson 09)."
     )
-    trained = _printed(nb, claims.GPT)
+    trained = printed(nb, claims.GPT)
     steps = re.search(r"GPT after (\d+) steps", trained)
     assert steps and int(steps.group(1)) == 1500, trained
     assert "Running your `MultiHeadAttention` (lesson 05); your `layer_norm`, `FeedForward` (lesson 06)." in (
-        _printed(nb, claims.LADDER)
+        printed(nb, claims.LADDER)
     )
     claims.cg_ladder(nb)  # the ladder built from the learner's classes: what the lesson's text says of it
     claims.cg_gpt(nb)
 
 
 def test_a_wrong_lesson_06_block_runs_on_the_courses_block_and_says_why(tmp_path, monkeypatch):
-    blocks = _solved_earlier(EARLIER[1])
+    blocks = solved_earlier(EARLIER[1])
     (code,) = [c.source for c in blocks.cells if grade_id(c) == "TransformerBlock"]
     post_ln = code.replace("x = x + self.attn(self.ln1(x), mask)", "x = self.ln1(x + self.attn(x, mask))")
     assert post_ln != code
-    earlier = {EARLIER[0]: _solved_earlier(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
+    earlier = {EARLIER[0]: solved_earlier(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
     nb = _run(tmp_path, monkeypatch, earlier, small=True)
     # The course's block holds the course's attention and feed-forward: the banner names only what runs.
-    first, second = _printed(nb, "trained = with_your_answers(").strip().splitlines()
+    first, second = printed(nb, "trained = with_your_answers(").strip().splitlines()
     assert first.startswith("Running the course's `TransformerBlock` (lesson 06: its visible check says: "), first
     assert first.endswith("); your `GPT` (lesson 09).")  # theirs, on the course's block
     assert ".)." not in first and ".);" not in first, first  # a reason inside parentheses ends without its stop
@@ -96,7 +61,7 @@ def test_a_wrong_lesson_06_block_runs_on_the_courses_block_and_says_why(tmp_path
         "Not running your `MultiHeadAttention` (lesson 05), `FeedForward` (lesson 06): the course's "
         "`TransformerBlock` is built from the course's classes."
     )
-    assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
+    assert re.search(r"GPT after \d+ steps", printed(nb, claims.GPT))
 
 
 def test_a_wrong_gpt_runs_the_courses_gpt_on_the_courses_classes_and_says_why(tmp_path, monkeypatch):
@@ -104,22 +69,22 @@ def test_a_wrong_gpt_runs_the_courses_gpt_on_the_courses_classes_and_says_why(tm
     (code,) = [c.source for c in nb.cells if grade_id(c) == "GPT"]
     untied = code.replace("        self.lm_head.weight = self.tok_emb.weight", "        pass")
     assert untied != code
-    earlier = {lesson: _solved_earlier(lesson) for lesson in EARLIER}
+    earlier = {lesson: solved_earlier(lesson) for lesson in EARLIER}
     nb = _run(tmp_path, monkeypatch, earlier, small=True, nb=with_answer(nb, "GPT", untied), allow_errors=True)
     (check,) = [c for c in nb.cells if c.cell_type == "code" and "check_GPT(GPT)" in c.source]
     (error,) = [o for o in check.outputs if o.output_type == "error"]
     assert "matrix of its own" in error.evalue  # the learner sees why in the visible check's output
-    first, second = _printed(nb, "trained = with_your_answers(").strip().splitlines()
+    first, second = printed(nb, "trained = with_your_answers(").strip().splitlines()
     assert first.startswith("Running the course's `GPT` (lesson 09: its visible check says: "), first
     assert "matrix of its own" in first and ".)." not in first and ".);" not in first, first
     assert second == (
         "Not running your `MultiHeadAttention` (lesson 05), `FeedForward`, `TransformerBlock` (lesson 06): the "
         "course's `GPT` is built from the course's classes."
     )
-    assert re.search(r"the course's GPT: [\d,]+ parameters", _printed(nb, "gpt = Model(V, block_size"))
-    assert re.search(r"GPT after \d+ steps", _printed(nb, claims.GPT))
+    assert re.search(r"the course's GPT: [\d,]+ parameters", printed(nb, "gpt = Model(V, block_size"))
+    assert re.search(r"GPT after \d+ steps", printed(nb, claims.GPT))
     # The ladder is built from the earlier lessons' classes, which passed: still the learner's.
-    assert "Running your `MultiHeadAttention` (lesson 05)" in _printed(nb, claims.LADDER)
+    assert "Running your `MultiHeadAttention` (lesson 05)" in printed(nb, claims.LADDER)
     others = [c for c in nb.cells if c.cell_type == "code" and c is not check]
     assert not [o for c in others for o in c.outputs if o.output_type == "error"]  # the rest ran
 

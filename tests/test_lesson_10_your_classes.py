@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
 from course_lib.workflow.course import grade_id
-from tests.nbtools import execute, read, solved, source_path, with_answer
+from tests.nbtools import printed, read, run_beside, solved, source_path, with_answer
 
 pytestmark = pytest.mark.slow
 
@@ -29,50 +28,30 @@ SAMPLES = "strategies = {"  # section 7: the five decoding strategies, on the le
 CACHED = 'mine_cached = your_answers("10_gpt2"'  # section 8: cached generation and its timing
 
 
-def _save(folder, nb, lesson: str) -> None:
-    (folder / lesson).mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, folder / lesson / f"{lesson}.ipynb")
-
-
 def _run(tmp_path, monkeypatch, earlier: dict, lesson_10):
-    """`lesson_10` executed in tmp_path/work/10_gpt2 with `earlier` saved beside it, at the smallest sizes."""
-    work = tmp_path / "work"
-    for lesson, nb in earlier.items():
-        _save(work, nb, lesson)
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.setenv("COURSE_SMALL_RUN", "1")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    (work / LESSON).mkdir(parents=True)
-    execute(lesson_10, timeout=300, folder=work / LESSON)
-    return lesson_10
-
-
-def _printed(nb, marker: str) -> str:
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
-    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    """`lesson_10` executed with `earlier` saved beside it, at the smallest sizes."""
+    return run_beside(tmp_path, monkeypatch, LESSON, earlier, lesson_10)
 
 
 def _logit_gap(nb) -> float:
-    found = re.search(r"random weights, max \|logit difference\| = (\S+)", _printed(nb, YOUR_LOADER))
-    assert found, _printed(nb, YOUR_LOADER)
+    found = re.search(r"random weights, max \|logit difference\| = (\S+)", printed(nb, YOUR_LOADER))
+    assert found, printed(nb, YOUR_LOADER)
     return float(found.group(1))
 
 
 def test_a_learner_who_solved_05_06_and_10_runs_their_own_gpt_and_loader(tmp_path, monkeypatch):
     nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER}, solved(LESSON))
-    classes = _printed(nb, YOUR_CODE)
+    classes = printed(nb, YOUR_CODE)
     assert "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06)." in (
         classes
     )
     assert "the blocks of a GPT built here: your_06_transformer_blocks" in classes, classes
-    loader = _printed(nb, YOUR_LOADER)
+    loader = printed(nb, YOUR_LOADER)
     assert "Running your `load_gpt2_weights` (lesson 10)." in loader
     assert "head still tied to the token embedding: True" in loader
     assert _logit_gap(nb) < 1e-4  # their loader, their blocks: Hugging Face's logits
-    assert _printed(nb, SAMPLES).count("--- ") == 5  # the five strategies wrote with their model
-    cached = _printed(nb, CACHED)
+    assert printed(nb, SAMPLES).count("--- ") == 5  # the five strategies wrote with their model
+    cached = printed(nb, CACHED)
     assert "Running your `forward_with_cache` (lesson 10)." in cached
     assert "Cached runs: your GPT (`your_small`) with your forward_with_cache." in cached
     assert "cache and recomputation give the same ids: True" in cached  # their GPT, their cache
@@ -95,14 +74,14 @@ def test_wrong_answers_give_way_to_the_courses_classes_and_say_why(tmp_path, mon
     earlier = {EARLIER[0]: solved(EARLIER[0]), EARLIER[1]: with_answer(blocks, "TransformerBlock", post_ln)}
     lesson_10 = with_answer(with_answer(lesson_10, "load_gpt2_weights", untransposed), "forward_with_cache", unshifted)
     nb = _run(tmp_path, monkeypatch, earlier, lesson_10)
-    classes = _printed(nb, YOUR_CODE)
+    classes = printed(nb, YOUR_CODE)
     assert "the course's `TransformerBlock` (lesson 06: its visible check says:" in classes, classes
     assert "the blocks of a GPT built here: course_lib.blocks" in classes, classes
-    loader = _printed(nb, YOUR_LOADER)
+    loader = printed(nb, YOUR_LOADER)
     assert "Running the course's `load_gpt2_weights` (lesson 10: its visible check says:" in loader, loader
     assert _logit_gap(nb) < 1e-4  # the reference loaded the weights
-    assert _printed(nb, SAMPLES).count("--- ") == 5
-    cached = _printed(nb, CACHED)
+    assert printed(nb, SAMPLES).count("--- ") == 5
+    cached = printed(nb, CACHED)
     assert "Running the course's `forward_with_cache` (lesson 10: its visible check says:" in cached, cached
     assert "rows 0 .. T - 1 of the position table" in cached  # the grader's reason, in the banner
     assert "Cached runs: the course's GPT2 with the same weights (`small`), with its own cache." in cached

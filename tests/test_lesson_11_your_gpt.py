@@ -16,62 +16,27 @@ import re
 import subprocess
 import sys
 
-import nbformat
 import pytest
 
 from course_lib.train_data import prepare_tiny_shakespeare
 from course_lib.workflow.course import grade_id
 from tests.claims import l11_gpt2_training_gpu as claims
-from tests.nbtools import execute, solved, with_answer
+from tests.nbtools import printed, run_beside, save_lessons, solved_earlier, with_answer
 
 pytestmark = pytest.mark.slow
 
 LESSON = "11_gpt2_training_gpu"
 EARLIER = ("05_multi_head_attention", "06_transformer_blocks", "09_char_gpt")
-# Lesson 06's answer cell once imported the course's attention itself; a learner's block is built on theirs.
-_REFERENCE_IMPORT = "from course_lib.multihead import MultiHeadAttention\n"
-
-
-def _solved_earlier(lesson: str):
-    nb = solved(lesson)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            cell.source = cell.source.replace(_REFERENCE_IMPORT, "")
-    return nb
-
-
-def _save(work, earlier: dict) -> None:
-    for lesson, saved in earlier.items():
-        (work / lesson).mkdir(parents=True)
-        nbformat.write(saved, work / lesson / f"{lesson}.ipynb")
 
 
 def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
-    """Lesson 11, solved, executed in tmp_path/work/11_gpt2_training_gpu with `earlier` saved beside it."""
-    work = tmp_path / "work"
-    _save(work, earlier)
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    if small:
-        monkeypatch.setenv("COURSE_SMALL_RUN", "1")
-    else:
-        monkeypatch.delenv("COURSE_SMALL_RUN", raising=False)
-    nb = solved(LESSON)
-    (work / LESSON).mkdir(parents=True)
-    execute(nb, timeout=300, folder=work / LESSON)
-    return nb
-
-
-def _printed(nb, marker: str) -> str:
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
-    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    """Lesson 11, solved, executed with `earlier` saved beside it."""
+    return run_beside(tmp_path, monkeypatch, LESSON, earlier, small=small)
 
 
 def test_a_learner_who_solved_05_06_and_09_trains_their_own_gpt(tmp_path, monkeypatch):
-    nb = _run(tmp_path, monkeypatch, {lesson: _solved_earlier(lesson) for lesson in EARLIER}, small=False)
-    first, second = _printed(nb, claims.YOUR_MODEL).strip().splitlines()
+    nb = _run(tmp_path, monkeypatch, {lesson: solved_earlier(lesson) for lesson in EARLIER}, small=False)
+    first, second = printed(nb, claims.YOUR_MODEL).strip().splitlines()
     assert first == (
         "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
         "your `GPT` (lesson 09)."
@@ -79,7 +44,7 @@ def test_a_learner_who_solved_05_06_and_09_trains_their_own_gpt(tmp_path, monkey
     assert (
         second == "The training runs below train YOUR GPT (lesson 09), configured as a tiny GPT-2 (the CPU smoke run)."
     )
-    planned = _printed(nb, claims.READS)
+    planned = printed(nb, claims.READS)
     assert "YOUR GPT (lesson 09): 3,320,640 parameters" in planned  # lesson 09's GPT, GPT-2's vocabulary unpadded
     assert re.search(r"^per step: your GPT [\d.]+ s, the course's GPT2 \(fused attention\) [\d.]+ s", planned, re.M)
     claims.c_model(nb)
@@ -90,15 +55,13 @@ def test_a_learner_who_solved_05_06_and_09_trains_their_own_gpt(tmp_path, monkey
 
 
 def test_a_wrong_gpt_trains_the_courses_gpt2_and_says_why(tmp_path, monkeypatch):
-    gpt = _solved_earlier(EARLIER[2])
+    gpt = solved_earlier(EARLIER[2])
     (code,) = [c.source for c in gpt.cells if grade_id(c) == "GPT"]
     untied = code.replace("        self.lm_head.weight = self.tok_emb.weight", "        pass")
     assert untied != code
-    earlier = {lesson: _solved_earlier(lesson) for lesson in EARLIER[:2]} | {
-        EARLIER[2]: with_answer(gpt, "GPT", untied)
-    }
+    earlier = {lesson: solved_earlier(lesson) for lesson in EARLIER[:2]} | {EARLIER[2]: with_answer(gpt, "GPT", untied)}
     nb = _run(tmp_path, monkeypatch, earlier, small=True)
-    first, second, third = _printed(nb, claims.YOUR_MODEL).strip().splitlines()
+    first, second, third = printed(nb, claims.YOUR_MODEL).strip().splitlines()
     assert first.startswith("Running the course's `GPT` (lesson 09: its visible check says: "), first
     assert "matrix of its own" in first and ".)." not in first, first
     assert second == (
@@ -109,18 +72,18 @@ def test_a_wrong_gpt_trains_the_courses_gpt2_and_says_why(tmp_path, monkeypatch)
         "The training runs below train the course's GPT2 (course_lib.gpt2), configured as a tiny GPT-2 (the CPU smoke "
         "run)."
     )
-    assert "the course's GPT2 (course_lib.gpt2): 3,323,648 parameters" in _printed(nb, claims.READS)
-    assert "per step:" not in _printed(nb, claims.READS)  # nothing to compare: the course's model trains
+    assert "the course's GPT2 (course_lib.gpt2): 3,323,648 parameters" in printed(nb, claims.READS)
+    assert "per step:" not in printed(nb, claims.READS)  # nothing to compare: the course's model trains
     claims.c_model(nb)
     claims.c_cost(nb)
-    assert re.search(r"training loss: step 0: [\d.]+, step \d+: [\d.]+$", _printed(nb, claims.RUN), re.M)
+    assert re.search(r"training loss: step 0: [\d.]+, step \d+: [\d.]+$", printed(nb, claims.RUN), re.M)
 
 
 def test_the_command_lines_smoke_run_trains_the_learners_gpt(tmp_path):
     """`python -m course_lib train ...` is `python -m course_lib.train ...` on the learner's GPT: it says so on stderr,
     and the run's first record names their class (their lesson 09 answer, run by your_code)."""
     work = tmp_path / "work"
-    _save(work, {lesson: _solved_earlier(lesson) for lesson in EARLIER})
+    save_lessons(work, {lesson: solved_earlier(lesson) for lesson in EARLIER})
     shards = tmp_path / "shards"
     prepare_tiny_shakespeare(shards)
     command = [sys.executable, "-m", "course_lib", "train", "run", "--smoke", "--data-dir", str(shards)]

@@ -9,10 +9,9 @@ about the choice of classes, not about the numbers.
 
 from __future__ import annotations
 
-import nbformat
 import pytest
 
-from tests.nbtools import execute, solved, with_answer
+from tests.nbtools import printed, run_beside, solved, with_answer
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
 pytestmark = pytest.mark.slow
@@ -25,35 +24,18 @@ CHAR_GPT = "char_gpt = course_gpt.init_gpt2(yours.GPT("  # section 6: lesson 09'
 
 
 def _run(tmp_path, monkeypatch, earlier: dict):
-    """Lesson 13 (solved) executed in tmp_path/work/13_... with `earlier` saved beside it, at the smallest sizes."""
-    work = tmp_path / "work"
-    for lesson, nb in earlier.items():
-        (work / lesson).mkdir(parents=True)
-        nbformat.write(nb, work / lesson / f"{lesson}.ipynb")
-    monkeypatch.setenv("COURSE_WORK_DIR", str(work))
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.setenv("COURSE_SMALL_RUN", "1")
-    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
-    (work / LESSON).mkdir(parents=True)
-    nb = solved(LESSON)
-    execute(nb, timeout=300, folder=work / LESSON)
-    return nb
-
-
-def _printed(nb, marker: str) -> str:
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
-    assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
-    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    """Lesson 13 (solved) executed with `earlier` saved beside it, at the smallest sizes."""
+    return run_beside(tmp_path, monkeypatch, LESSON, earlier)
 
 
 def test_a_learner_who_solved_the_earlier_lessons_runs_their_own_attention_and_gpt(tmp_path, monkeypatch):
     nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER})
-    assert _printed(nb, YOUR_CODE).startswith(
+    assert printed(nb, YOUR_CODE).startswith(
         "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); your `GPT` "
         "(lesson 09); your `load_gpt2_weights` (lesson 10)."
     )
-    assert "the attention in every block: your_05_multi_head_attention" in _printed(nb, MODEL)
-    char_gpt = _printed(nb, CHAR_GPT)
+    assert "the attention in every block: your_05_multi_head_attention" in printed(nb, MODEL)
+    char_gpt = printed(nb, CHAR_GPT)
     assert "the blocks of this GPT: your_06_transformer_blocks" in char_gpt and "your GPT after" in char_gpt
 
 
@@ -62,10 +44,10 @@ def test_a_wrong_attention_gives_way_to_the_courses_and_the_banner_says_why(tmp_
     earlier = {lesson: solved(lesson) for lesson in EARLIER}
     earlier["05_multi_head_attention"] = with_answer(earlier["05_multi_head_attention"], name, code)
     nb = _run(tmp_path, monkeypatch, earlier)
-    banner = _printed(nb, YOUR_CODE)
+    banner = printed(nb, YOUR_CODE)
     assert "the course's `MultiHeadAttention` (lesson 05: its visible check says:" in banner, banner
     assert "split with a bare view" in banner
-    assert "the attention in every block: course_lib.multihead" in _printed(nb, MODEL)
+    assert "the attention in every block: course_lib.multihead" in printed(nb, MODEL)
 
 
 def test_the_gpt2_branch_runs_on_a_random_gpt2_offline():

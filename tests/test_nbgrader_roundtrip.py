@@ -34,6 +34,7 @@ from course_lib.grading.kit import confine
 from course_lib.workflow.course import run_nbgrader
 from course_lib.workflow.nbgrader_plugins import FLAG_MARKER
 from course_lib.workflow.selfgrade import grade_notebook
+from tests.answers import SETATTR_CAUSAL
 from tests.nbtools import (
     LESSONS,
     ROOT,
@@ -278,29 +279,7 @@ DYNAMIC = {
         "        setattr(counts, key, getattr(counts, key) + 1)\n"
         "    return {symbol: vars(counts)[f'c{ord(symbol)}'] for symbol in order}\n",
     ),
-    "04_attention": (
-        "CausalSelfAttention",
-        "import torch\nfrom torch import nn\n\n\n"
-        "class CausalSelfAttention(nn.Module):\n"
-        "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
-        "        super().__init__()\n"
-        "        for name in ('W_query', 'W_key', 'W_value'):\n"
-        "            setattr(self, name, nn.Linear(d_in, d_out, bias=qkv_bias))\n"
-        "        self.dropout = nn.Dropout(dropout)\n"
-        "        vars(self)['context_length'] = context_length\n\n"
-        "    def forward(self, x):\n"
-        "        T = x.shape[1]\n"
-        "        if T > self.context_length:\n"
-        "            raise ValueError(f'{T} positions, more than context_length={self.context_length}')\n"
-        "        q, k, v = (getattr(self, f'W_{part}')(x) for part in ('query', 'key', 'value'))\n"
-        "        weights = torch.softmax(\n"
-        "            (q @ k.transpose(1, 2) / k.shape[-1] ** 0.5).masked_fill(\n"
-        "                torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1), float('-inf')\n"
-        "            ),\n"
-        "            dim=-1,\n"
-        "        )\n"
-        "        return self.dropout(weights) @ v\n",
-    ),
+    "04_attention": ("CausalSelfAttention", SETATTR_CAUSAL),
 }
 
 

@@ -21,6 +21,7 @@ from course_lib.grading.kit import codec, confine, core
 from course_lib.grading.kit.codec import Handle, RemoteFailure
 from course_lib.grading.kit.sandbox import Limits
 from course_lib.workflow import trusted
+from tests.answers import SETATTR_CAUSAL
 from tests.nbtools import grade_id, read, source_path, with_answer
 from tests.nbtools import solved as _solved
 
@@ -689,25 +690,6 @@ def test_lesson_07_model_is_graded_in_a_sandbox_with_its_configuration_and_layer
 
 # Correct answers written with ordinary dynamic Python (getattr, setattr, vars, hasattr, io, types): graded like any
 # other code, full marks and no flag.
-_SETATTR_CAUSAL = (
-    "import torch\nfrom torch import nn\n\n\n"
-    "class CausalSelfAttention(nn.Module):\n"
-    "    def __init__(self, d_in, d_out, context_length, dropout=0.0, qkv_bias=False):\n"
-    "        super().__init__()\n"
-    "        for name in ('W_query', 'W_key', 'W_value'):\n"
-    "            setattr(self, name, nn.Linear(d_in, d_out, bias=qkv_bias))\n"
-    "        self.dropout = nn.Dropout(dropout)\n"
-    "        vars(self)['context_length'] = context_length\n\n"
-    "    def forward(self, x):\n"
-    "        T = x.shape[1]\n"
-    "        if T > self.context_length:\n"
-    "            raise ValueError(f'{T} positions, more than context_length={self.context_length}')\n"
-    "        q, k, v = (getattr(self, f'W_{part}')(x) for part in ('query', 'key', 'value'))\n"
-    "        scores = q @ k.transpose(1, 2) / k.shape[-1] ** 0.5\n"
-    "        future = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)\n"
-    "        weights = torch.softmax(scores.masked_fill(future, float('-inf')), dim=-1)\n"
-    "        return self.dropout(weights) @ v\n"
-)
 _DYNAMIC_MASK = (
     "import io\nimport types\n\nimport torch\n\n"
     "_made = types.SimpleNamespace(calls=0)\n\n\n"
@@ -738,7 +720,7 @@ def _with_getattr(answer: str) -> str:
 @pytest.mark.parametrize(
     "lesson, exercise, code",
     [
-        ("04_attention", "CausalSelfAttention", _SETATTR_CAUSAL),
+        ("04_attention", "CausalSelfAttention", SETATTR_CAUSAL),
         ("04_attention", "causal_mask", _DYNAMIC_MASK),
         ("10_gpt2", "load_gpt2_weights", None),
     ],
@@ -779,8 +761,8 @@ PARITY = [
      f"    {BUILTINS}['ev' + 'al']('1')\n" + _MASK_BODY),
     ("causal_mask", "def causal_mask(T, device=None):\n    return ref.causal_mask(T)\n"),
     ("causal_mask", WRONG),
-    ("CausalSelfAttention", _SETATTR_CAUSAL),
-    ("CausalSelfAttention", "import os\n" + _SETATTR_CAUSAL),
+    ("CausalSelfAttention", SETATTR_CAUSAL),
+    ("CausalSelfAttention", "import os\n" + SETATTR_CAUSAL),
 ]  # fmt: skip
 
 
@@ -823,13 +805,13 @@ def test_in_a_kernel_the_visible_check_shows_the_tick_or_the_graders_refusal(ful
 
     from tests.nbtools import execute, release_path
 
-    refused = "import sys\n" + _SETATTR_CAUSAL
+    refused = "import sys\n" + SETATTR_CAUSAL
     released = read(release_path(LESSON))
     setup = next(c for c in released.cells if grade_id(c) == "setup")
     test_cell = next(c for c in released.cells if grade_id(c) == "test_CausalSelfAttention")
     nb = nbformat.v4.new_notebook()
     nb.cells = [setup]
-    for code in (_SETATTR_CAUSAL, refused):
+    for code in (SETATTR_CAUSAL, refused):
         nb.cells += [nbformat.v4.new_code_cell(code), nbformat.v4.new_code_cell(test_cell.source)]
     execute(nb, timeout=300, folder=tmp_path)
     tick, cross = nb.cells[2].outputs, nb.cells[4].outputs
