@@ -26,9 +26,10 @@ as far as the two models' shapes allow — and the difference between them is th
 `Paired` reads them that way: the per-seed differences and how many seeds they point the same way in
 (tests/benchmarks/bench_ladder_seeds.py runs eight seeds).
 
-**Equal seconds.** Before training, `measure_paces` times a few steps of every rung, in this process's CPU time,
-round after round with the rungs interleaved, so that a change in the machine's load falls on every rung alike; a
-rung's Pace is the median and the range of its rounds. GPT-2's pace times `steps` is the budget, and a rung gets
+**Equal seconds.** Before training, `measure_paces` times a few steps of every rung, in this process's CPU time on
+one thread (the work a step does, whatever else the machine is running), round after round with the rungs
+interleaved, so that a change in the machine's load falls on every rung alike; a rung's Pace is the median and the
+middle half of its rounds. GPT-2's pace times `steps` is the budget, and a rung gets
 the steps that fit in it at its own pace (a faster rung trains on past `steps`, up to `seconds_cap` times as
 many) — but only where its range does not overlap GPT-2's: a difference in pace smaller than the measurement's own
 spread is no difference, and such a rung gets GPT-2's steps. The learning rate follows a schedule that does not
@@ -155,12 +156,17 @@ class LadderSettings:
     seconds_cap: float = 2.0  # in the equal-seconds budget a faster rung trains on to at most this many x `steps`
     pace_rounds: int = 7  # rounds of `measure_paces` (each times a few steps of every rung); 0: no equal seconds
     pace_steps: int = 3  # steps a rung is timed for in each round
+    # Threads for the timing only (training keeps PyTorch's choice). One: the CPU time of the work a step does; with
+    # several on a loaded machine, idle threads spin while they wait for a core, and that CPU time is noise.
+    pace_threads: int | None = 1
 
     def __post_init__(self) -> None:
         _checks.positive_ints(steps=self.steps, batch_size=self.batch_size, eval_windows=self.eval_windows)
         _checks.positive_ints(eval_points=self.eval_points, pace_steps=self.pace_steps)
         _checks.int_between("warmup_steps", self.warmup_steps, 0, self.steps - 1, "fewer than `steps`")
         _checks.int_between("pace_rounds", self.pace_rounds, 0)
+        if self.pace_threads is not None:
+            _checks.positive_int("pace_threads", self.pace_threads)
         if not self.seconds_cap >= 1:
             raise ValueError(f"`seconds_cap` must be 1 or more (x `steps`), got {self.seconds_cap!r}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -220,6 +226,7 @@ class Pace:
     its median, and the middle half of the rounds (the quartiles) as its range."""
 
     rounds: tuple[float, ...]
+    threads: int = 1  # torch's intra-op threads while it was timed
 
     @property
     def ms(self) -> float:
@@ -388,24 +395,32 @@ def measure_paces(
 ) -> list[Pace]:
     """Every rung's Pace: `settings.pace_rounds` rounds, each timing `settings.pace_steps` training steps of every
     rung in turn (after one step each that is not timed: first calls allocate), in `clock`'s seconds — this
-    process's CPU time, which counts the work done and not the time spent waiting for a core on a busy machine.
-    The models are built as `run_ladder` builds them (seed 0) and thrown away afterwards."""
+    process's CPU time, which counts the work done and not the time spent waiting for a core on a busy machine —
+    on `settings.pace_threads` threads (the caller's number is restored afterwards). The models are built as
+    `run_ladder` builds them (seed 0) and thrown away afterwards."""
     _checks.positive_int("settings.pace_rounds", settings.pace_rounds)
     trainers = [
         _Trainer(build_rung(rung, 0, baseline if i == 0 else None, parts), rung, settings, parts)
         for i, rung in enumerate(rungs)
     ]
     generator = torch.Generator().manual_seed(0)
-    for trainer in trainers:
-        trainer.step(0, train_ids, block_size, generator)
     rounds: list[list[float]] = [[] for _ in rungs]
-    for _ in range(settings.pace_rounds):
-        for trainer, times in zip(trainers, rounds, strict=True):
-            started = clock()
-            for step in range(settings.pace_steps):
-                trainer.step(step, train_ids, block_size, generator)
-            times.append(1000 * (clock() - started) / settings.pace_steps)
-    return [Pace(tuple(times)) for times in rounds]
+    threads = torch.get_num_threads()
+    try:
+        if settings.pace_threads is not None:
+            torch.set_num_threads(settings.pace_threads)
+        for trainer in trainers:
+            trainer.step(0, train_ids, block_size, generator)
+        for _ in range(settings.pace_rounds):
+            for trainer, times in zip(trainers, rounds, strict=True):
+                started = clock()
+                for step in range(settings.pace_steps):
+                    trainer.step(step, train_ids, block_size, generator)
+                times.append(1000 * (clock() - started) / settings.pace_steps)
+    finally:
+        torch.set_num_threads(threads)
+    used = threads if settings.pace_threads is None else settings.pace_threads
+    return [Pace(tuple(times), used) for times in rounds]
 
 
 def equal_seconds_steps(paces: list[Pace], settings: LadderSettings) -> list[int]:
@@ -538,8 +553,8 @@ def ladder_table(results: list[RungResult], floor: float | None = None) -> str:
         )
     if timed:
         lines.append(
-            f"CPU ms/step: this process's CPU time a step, the median (and the middle half) of "
-            f"{len(first.pace.rounds)} rounds interleaved with the other rungs; ~: that range overlaps "
+            f"CPU ms/step: this process's CPU time a step on {_threads(first.pace.threads)}, the median (and the "
+            f"middle half) of {len(first.pace.rounds)} rounds interleaved with the other rungs; ~: that range overlaps "
             f"{first.label}'s, so the rung is not measurably faster or slower here, and its equal-seconds run is its "
             "equal-steps run"
         )
@@ -549,6 +564,10 @@ def ladder_table(results: list[RungResult], floor: float | None = None) -> str:
             f"{first.label}'s mean minus the floor: {first.val_loss - floor:+.3f}"
         )
     return "\n".join(lines)
+
+
+def _threads(n: int) -> str:
+    return "one thread" if n == 1 else f"{n} threads"
 
 
 def ladder_chart(

@@ -148,6 +148,24 @@ def test_paces_are_timed_in_rounds_that_interleave_the_rungs():
         ladder.measure_paces(rungs, _data(), T, dataclasses.replace(SETTINGS, pace_rounds=0))
 
 
+def test_paces_are_timed_on_one_thread_and_the_thread_count_is_given_back():
+    """Timed on `pace_threads` (one by default: the work of a step, not cores shared with other programs); the
+    caller's thread count comes back, also when a step fails."""
+    settings = dataclasses.replace(SETTINGS, pace_rounds=2, pace_steps=1)
+    seen, tick = [], iter(range(1000))
+    clock = lambda: (seen.append(torch.get_num_threads()), next(tick))[1]  # noqa: E731
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        paces = ladder.measure_paces(ladder.modern_ladder(TINY)[:2], _data(), T, settings, clock=clock)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2 and paces[0].threads == 1
+        with pytest.raises(ValueError, match="block_size"):  # a window longer than the data: the step fails, the threads come back
+            ladder.measure_paces(ladder.modern_ladder(TINY)[:1], _data(n=5), T, settings, clock=clock)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_run_ladder_builds_the_first_rung_with_the_baseline_and_gives_each_its_steps():
     built = []
 
