@@ -200,8 +200,9 @@ GPT2_SMALL = AttentionShape("GPT-2 small", 12, 12, 12, 64, 1024)
 # Llama 2 7B: 32 layers, d_model 4,096 in 32 heads of 128, 4,096 positions; multi-head attention (Touvron et al.,
 # 2023, "Llama 2", Table 1: of the Llama 2 models only 34B and 70B use grouped-query attention).
 LLAMA2_7B = AttentionShape("Llama-2-7B", 32, 32, 32, 128, 4096)
-# Llama 3 8B: the same 32 layers of 32 query heads of 128, but 8 key/value heads, 8,192 positions (Llama Team,
-# 2024, "The Llama 3 Herd of Models", Table 3).
+# Llama 3 8B: the same 32 layers of 32 query heads of 128, but 8 key/value heads (Llama Team, 2024, "The Llama 3 Herd
+# of Models", Table 3); 8,192 positions (Meta's model card of April 2024 says 8k; the configuration released with the
+# weights, 8,192).
 LLAMA3_8B = AttentionShape("Llama-3-8B", 32, 32, 8, 128, 8192)
 
 
