@@ -27,24 +27,25 @@ as far as the two models' shapes allow — and the difference between them is th
 (tests/benchmarks/bench_ladder_seeds.py runs eight seeds).
 
 **Equal seconds.** Before training, `measure_paces` times a few steps of every rung, in this process's CPU time on
-one thread (the work a step does, whatever else the machine is running), round after round with the rungs
-interleaved, so that a change in the machine's load falls on every rung alike; a rung's Pace is the median and the
-middle half of its rounds. GPT-2's pace times `steps` is the budget, and a rung gets
-the steps that fit in it at its own pace (a faster rung trains on past `steps`, up to `seconds_cap` times as
-many) — but only where its range does not overlap GPT-2's: a difference in pace smaller than the measurement's own
-spread is no difference, and such a rung gets GPT-2's steps. The learning rate follows a schedule that does not
-depend on where a run stops, so both measurements come from one run. The paces are this machine's at this moment,
-so that column is measured, never promised.
+one thread, as the training then runs (the work a step does, whatever else the machine is running), round after
+round with the rungs interleaved, so that a change in the machine's load falls on every rung alike; a rung's Pace is
+the median and the middle half of its rounds. GPT-2's pace times `steps` is the budget, and a rung gets the steps
+that fit in it at its own pace (a faster rung trains on past `steps`, up to `seconds_cap` times as many) — but only
+where its range does not overlap GPT-2's: a difference in pace smaller than the measurement's own spread is no
+difference, and such a rung gets GPT-2's steps. The learning rate follows a schedule that does not depend on where a
+run stops, so both measurements come from one run. The paces are this machine's at this moment, so that column is
+measured, never promised.
 
 Shape legend: B batch, T time (block_size), V vocabulary, N length of an id sequence, E evaluation windows.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -156,17 +157,20 @@ class LadderSettings:
     seconds_cap: float = 2.0  # in the equal-seconds budget a faster rung trains on to at most this many x `steps`
     pace_rounds: int = 7  # rounds of `measure_paces` (each times a few steps of every rung); 0: no equal seconds
     pace_steps: int = 3  # steps a rung is timed for in each round
-    # Threads for the timing only (training keeps PyTorch's choice). One: the CPU time of the work a step does; with
-    # several on a loaded machine, idle threads spin while they wait for a core, and that CPU time is noise.
-    pace_threads: int | None = 1
+    # torch's intra-op threads while the ladder times and trains (the caller's number is restored afterwards); None:
+    # PyTorch's choice. One: a step of these small models gains little from a second thread on an idle machine, and
+    # on a busy one a second thread spins while it waits for a core — that measured a step at 10 to 25 times its
+    # CPU time here — so the paces would be noise and the training slow. Timing and training on the same threads
+    # also make the equal-seconds budget the seconds the training takes.
+    threads: int | None = 1
 
     def __post_init__(self) -> None:
         _checks.positive_ints(steps=self.steps, batch_size=self.batch_size, eval_windows=self.eval_windows)
         _checks.positive_ints(eval_points=self.eval_points, pace_steps=self.pace_steps)
         _checks.int_between("warmup_steps", self.warmup_steps, 0, self.steps - 1, "fewer than `steps`")
         _checks.int_between("pace_rounds", self.pace_rounds, 0)
-        if self.pace_threads is not None:
-            _checks.positive_int("pace_threads", self.pace_threads)
+        if self.threads is not None:
+            _checks.positive_int("threads", self.threads)
         if not self.seconds_cap >= 1:
             raise ValueError(f"`seconds_cap` must be 1 or more (x `steps`), got {self.seconds_cap!r}")
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
@@ -396,7 +400,7 @@ def measure_paces(
     """Every rung's Pace: `settings.pace_rounds` rounds, each timing `settings.pace_steps` training steps of every
     rung in turn (after one step each that is not timed: first calls allocate), in `clock`'s seconds — this
     process's CPU time, which counts the work done and not the time spent waiting for a core on a busy machine —
-    on `settings.pace_threads` threads (the caller's number is restored afterwards). The models are built as
+    on `settings.threads` threads (the caller's number is restored afterwards). The models are built as
     `run_ladder` builds them (seed 0) and thrown away afterwards."""
     _checks.positive_int("settings.pace_rounds", settings.pace_rounds)
     trainers = [
@@ -405,10 +409,7 @@ def measure_paces(
     ]
     generator = torch.Generator().manual_seed(0)
     rounds: list[list[float]] = [[] for _ in rungs]
-    threads = torch.get_num_threads()
-    try:
-        if settings.pace_threads is not None:
-            torch.set_num_threads(settings.pace_threads)
+    with _threads(settings.threads) as used:
         for trainer in trainers:
             trainer.step(0, train_ids, block_size, generator)
         for _ in range(settings.pace_rounds):
@@ -417,10 +418,20 @@ def measure_paces(
                 for step in range(settings.pace_steps):
                     trainer.step(step, train_ids, block_size, generator)
                 times.append(1000 * (clock() - started) / settings.pace_steps)
-    finally:
-        torch.set_num_threads(threads)
-    used = threads if settings.pace_threads is None else settings.pace_threads
     return [Pace(tuple(times), used) for times in rounds]
+
+
+@contextlib.contextmanager
+def _threads(n: int | None) -> Iterator[int]:
+    """torch's intra-op threads set to `n` (None: left as they are) inside, the caller's number restored after,
+    also on an exception; yields the number in use."""
+    before = torch.get_num_threads()
+    try:
+        if n is not None:
+            torch.set_num_threads(n)
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
 
 
 def equal_seconds_steps(paces: list[Pace], settings: LadderSettings) -> list[int]:
@@ -488,9 +499,14 @@ def run_ladder(
     docstring). `baseline()`, if given, builds the first rung's model instead of ModernGPT(its config) (the
     learner's own GPT: it must compute what that config describes); `parts`: whose rms_norm, rope_attention,
     SwiGLU, repeat_kv, ModernBlock and newton_schulz the other rungs run (the learner's, in the lesson).
-    `progress(result)` hears of every rung as it finishes."""
+    `progress(result)` hears of every rung as it finishes. All of it runs on `settings.threads` threads."""
     if not rungs:
         raise ValueError("`rungs` is empty: the ladder needs at least its first rung")
+    with _threads(settings.threads):
+        return _run_ladder(rungs, train_ids, val_ids, settings, baseline, parts, progress, clock)
+
+
+def _run_ladder(rungs, train_ids, val_ids, settings, baseline, parts, progress, clock) -> list[RungResult]:
     block_size = rungs[0].config.context_length
     val_windows = eval_batches(val_ids, block_size, settings.eval_windows, seed=0)  # (E, T)
     paces: list[Pace | None] = [None] * len(rungs)
@@ -553,7 +569,7 @@ def ladder_table(results: list[RungResult], floor: float | None = None) -> str:
         )
     if timed:
         lines.append(
-            f"CPU ms/step: this process's CPU time a step on {_threads(first.pace.threads)}, the median (and the "
+            f"CPU ms/step: this process's CPU time a step on {_thread_count(first.pace.threads)}, the median (and the "
             f"middle half) of {len(first.pace.rounds)} rounds interleaved with the other rungs; ~: that range overlaps "
             f"{first.label}'s, so the rung is not measurably faster or slower here, and its equal-seconds run is its "
             "equal-steps run"
@@ -566,7 +582,7 @@ def ladder_table(results: list[RungResult], floor: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def _threads(n: int) -> str:
+def _thread_count(n: int) -> str:
     return "one thread" if n == 1 else f"{n} threads"
 
 

@@ -149,7 +149,7 @@ def test_paces_are_timed_in_rounds_that_interleave_the_rungs():
 
 
 def test_paces_are_timed_on_one_thread_and_the_thread_count_is_given_back():
-    """Timed on `pace_threads` (one by default: the work of a step, not cores shared with other programs); the
+    """Timed on `threads` (one by default: the work of a step, not cores shared with other programs); the
     caller's thread count comes back, also when a step fails."""
     settings = dataclasses.replace(SETTINGS, pace_rounds=2, pace_steps=1)
     seen, tick = [], iter(range(1000))
@@ -159,9 +159,31 @@ def test_paces_are_timed_on_one_thread_and_the_thread_count_is_given_back():
         torch.set_num_threads(2)
         paces = ladder.measure_paces(ladder.modern_ladder(TINY)[:2], _data(), T, settings, clock=clock)
         assert seen and set(seen) == {1} and torch.get_num_threads() == 2 and paces[0].threads == 1
-        with pytest.raises(ValueError, match="block_size"):  # a window longer than the data: the step fails, the threads come back
+        with pytest.raises(ValueError, match="block_size"):  # a window longer than the data: the step fails
             ladder.measure_paces(ladder.modern_ladder(TINY)[:1], _data(n=5), T, settings, clock=clock)
         assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_ladder_trains_on_the_threads_it_is_timed_on_and_gives_the_callers_back():
+    """run_ladder trains on `threads` too (its equal-seconds budget is then the seconds the training takes); None
+    leaves the caller's number; either way the caller's number comes back."""
+    seen = []
+    progress = lambda result: seen.append(torch.get_num_threads())  # noqa: E731
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        rungs = ladder.modern_ladder(TINY)[:2]
+        ladder.run_ladder(
+            rungs, _data(), _data(seed=1), dataclasses.replace(SETTINGS, pace_rounds=1), progress=progress
+        )
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        ladder.run_ladder(rungs[:1], _data(), _data(seed=1), dataclasses.replace(SETTINGS, threads=None),
+                          progress=progress)  # fmt: skip
+        assert seen == [1, 1, 2] and torch.get_num_threads() == 2
+        with pytest.raises(ValueError, match="threads"):
+            dataclasses.replace(SETTINGS, threads=0)
     finally:
         torch.set_num_threads(before)
 

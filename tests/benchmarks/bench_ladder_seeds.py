@@ -17,7 +17,7 @@ Also printed: each seed's losses, the bigram floor (`ladder.bigram_floor`, on th
 load average before and after, and the wall time. Only equal steps: the equal-seconds column depends on the machine.
 `--tokens`: the lesson's second ladder instead (`ladder.token_ladder`, `ladder.TOKEN_SETTINGS`): Tiny Shakespeare in
 GPT-2's tokens, renumbered over the 11,706 that occur (`ladder.compact_ids`), 32 tokens of context, 200 steps.
-One intra-op thread unless --threads says otherwise (the lesson itself never pins it).
+One intra-op thread unless --threads says otherwise (`LadderSettings.threads`, as the lesson runs it).
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[float]]:
         rungs = [r for r in rungs if r.label in args.rungs]
     steps = args.steps or base.steps
     settings = dataclasses.replace(base, steps=steps, warmup_steps=min(base.warmup_steps, steps // 2),
-                                   seeds=tuple(args.seeds), eval_points=args.eval_points, pace_rounds=0)  # fmt: skip
+                                   seeds=tuple(args.seeds), eval_points=args.eval_points, pace_rounds=0,
+                                   threads=args.threads)  # fmt: skip
     if args.tiny:
         settings = dataclasses.replace(settings, batch_size=2, eval_windows=8)
     print(
