@@ -140,8 +140,9 @@ def _attention_mistakes(
             (
                 run(start=0),
                 "the new positions were rotated as positions 0..T-1. After a cache of P positions they are P..P+T-1: "
-                "take the angles of positions P..P+T-1 (ref.rope_cos_sin(P + T, D, base) from row P on). This is "
-                "the classic bug of RoPE with a KV cache: the model sees every new token at the start of the text.",
+                "rotate them there (apply_rope on the new positions with P zero positions in front, keeping the last "
+                "T; or the angles ref.rope_cos_sin(P + T, D, base) from row P on). This is the classic bug of RoPE "
+                "with a KV cache: the model sees every new token at the start of the text.",
             ),
             (
                 run(shifted=False),
