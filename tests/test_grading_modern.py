@@ -199,7 +199,8 @@ def load_llama_weights(model, state_dict):
         plan.append((block.mlp.w3.weight, take(p + "mlp.up_proj.weight"), p + "mlp.up_proj.weight"))
         plan.append((block.mlp.w2.weight, take(p + "mlp.down_proj.weight"), p + "mlp.down_proj.weight"))
         plan.append((block.ln1.weight, take(p + "input_layernorm.weight"), p + "input_layernorm.weight"))
-        plan.append((block.ln2.weight, take(p + "post_attention_layernorm.weight"), p + "post_attention_layernorm.weight"))
+        plan.append((block.ln2.weight, take(p + "post_attention_layernorm.weight"),
+                     p + "post_attention_layernorm.weight"))
     plan.append((model.ln_f.weight, take("norm.weight"), "norm.weight"))
     tied = model.lm_head.weight is model.tok_emb.weight
     head = state_dict.get("lm_head.weight")
@@ -495,8 +496,8 @@ MISTAKES += [
     ),
     mistake(
         ATTENTION,
-        '        if n_heads % n_kv_heads:\n            raise ValueError(f"{n_heads} query heads do not split into groups '
-        'for {n_kv_heads} key/value heads")\n',
+        '        if n_heads % n_kv_heads:\n            raise ValueError(f"{n_heads} query heads do not split '
+        'into groups for {n_kv_heads} key/value heads")\n',
         "",
         "Raise ValueError unless n_heads % n_kv_heads == 0",
         id="attention-no-value-error",
