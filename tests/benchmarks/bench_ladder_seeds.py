@@ -3,8 +3,8 @@ which the luck of one draw?
 
     .venv/bin/python tests/benchmarks/bench_ladder_seeds.py                     # seeds 0-7, the lesson's settings
     .venv/bin/python tests/benchmarks/bench_ladder_seeds.py --tokens             # the lesson's GPT-2-token ladder
-    .venv/bin/python tests/benchmarks/bench_ladder_seeds.py --steps 1500 --eval-points 5 --seeds 0 1 2 3 \\
-        --rungs GPT-2 "+ RMSNorm" "+ RoPE" "+ QK-norm" "+ Muon"                 # the longer run
+    .venv/bin/python tests/benchmarks/bench_ladder_seeds.py --steps 1500 --eval-points 5 \\
+        --rungs GPT-2 "+ RMSNorm" "+ RoPE" "+ QK-norm" "+ Muon"                 # the longer run (seeds 0-7)
 
 Every seed trains every rung of `ladder.modern_ladder` (the lesson's sizes: 2 layers of 64, 4 heads, 64 characters
 of context, batches of 16) for `--steps` steps, as `ladder.run_ladder` does in the lesson, the first rung being
