@@ -139,9 +139,9 @@ def compact_ids(ids: Tensor) -> tuple[Tensor, Tensor]:
 @dataclass(frozen=True)
 class LadderSettings:
     """The task and the recipe every rung shares. AdamW's betas (0.9, 0.99), weight decay 0.1 and clipping at 1.0
-    are nanoGPT's for Tiny Shakespeare (config/train_shakespeare_char.py); its peak rate and schedule are not
-    (nanoGPT: 1e-3 for a 6-layer model, 100 warm-up steps, a cosine to 1e-4 over 5,000 steps). Neither rate was
-    tuned for any rung."""
+    are nanoGPT's for Tiny Shakespeare (its config/train_shakespeare_char.py sets β2; weight decay and clipping are
+    its train.py's defaults, which that config keeps); its peak rate and schedule are not (nanoGPT: 1e-3 for a
+    6-layer model, 100 warm-up steps, a cosine to 1e-4 over 5,000 steps). Neither rate was tuned for any rung."""
 
     steps: int = 300  # optimizer steps of the equal-steps measurement
     batch_size: int = 16  # windows per step
