@@ -114,8 +114,9 @@ def generate(
     """Continue each row of `idx` (B, T0) by up to `max_new_tokens` ids -> (B, T0 + n), n <= max_new_tokens.
 
     Lesson 10. `model` is a GPT of lesson 09's contract (forward(idx) -> (logits, loss); its position table
-    `pos_emb` has one row per position of the context) — the course's, yours, or a course_lib GPT2, whose
-    forward also takes `cache=` and which has `new_cache`. It runs in eval mode and is put back in its former mode
+    `pos_emb` has one row per position of the context, or, with RoPE and no table, `context_length` says how many)
+    — the course's, yours, a course_lib GPT2 or lesson 12's ModernGPT, whose forward also takes `cache=` and which
+    has `new_cache`. It runs in eval mode and is put back in its former mode
     afterwards. `greedy` takes the most probable id; otherwise `sample_next_token` draws with temperature / top_k /
     top_p and `generator`. A row that produces one of `stop_tokens` is finished: later positions get `pad_id`
     (default: the first stop token), and the loop ends when every row is finished. `use_cache`: None uses a KV
@@ -142,7 +143,8 @@ def generate(
         )
     new_cache = model.new_cache if own_cache else lambda batch_size: KVCache.for_model(model, batch_size)
     step = forward_with_cache or (lambda model, ids, cache: model(ids, cache=cache)[0])  # the model's own
-    context = model.pos_emb.num_embeddings  # learned positions: the context is the rows of the position table
+    table = getattr(model, "pos_emb", None)  # learned positions: the context is the rows of the position table;
+    context = model.context_length if table is None else table.num_embeddings  # RoPE (lesson 12): the config's
     B = idx.shape[0]
     stop_tensor = torch.tensor(stops, dtype=idx.dtype, device=idx.device)  # (n_stops,)
     finished = torch.zeros(B, dtype=torch.bool, device=idx.device)  # (B,)

@@ -397,7 +397,7 @@ LESSONS: tuple[Lesson, ...] = (
     Lesson(
         "12_beyond_gpt2",
         "Beyond GPT-2",
-        modules=("modern", "modern_gpt", "ladder", "optimizers", "gpt", "position", "char_lm"),
+        modules=("modern", "modern_gpt", "ladder", "optimizers", "llama_weights", "gpt", "position", "char_lm"),
         references="course_lib.modern",
         grader="course_lib.grading.modern",
         data=("tinyshakespeare.txt",),
@@ -410,6 +410,48 @@ LESSONS: tuple[Lesson, ...] = (
             Exercise("rope_attention"),
             Exercise("SwiGLU"),
             Exercise("repeat_kv"),  # torch.repeat_interleave is allowed: it is one right way to write it
+            # F.scaled_dot_product_attention is allowed; the ladder's switchable classes would do the work.
+            Exercise(
+                "ModernAttention",
+                shortcuts=(
+                    "course_lib.modern_gpt.SwitchAttention",
+                    "course_lib.modern_gpt.SwitchBlock",
+                    "course_lib.modern_gpt.ModernGPT",
+                ),
+                builds_on=("repeat_kv", "rms_norm"),
+            ),
+            Exercise(
+                "ModernBlock",
+                shortcuts=("course_lib.modern_gpt.SwitchBlock", "course_lib.modern_gpt.ModernGPT"),
+                builds_on=("ModernAttention", "rms_norm", "SwiGLU"),
+            ),
+            Exercise(
+                "newton_schulz",
+                references=("course_lib.optimizers.newton_schulz",),
+                shortcuts=(  # the point is the iteration: no decomposition computes the answer
+                    "torch.linalg.svd",
+                    "torch.linalg.svdvals",
+                    "torch.svd",
+                    "torch.linalg.qr",
+                    "torch.qr",
+                    "torch.linalg.eig",
+                    "torch.linalg.eigh",
+                    "torch.linalg.eigvalsh",
+                    "torch.linalg.pinv",
+                    "torch.linalg.matrix_power",
+                    "course_lib.optimizers.Muon",
+                ),
+            ),
+            Exercise(
+                "load_llama_weights",
+                references=("course_lib.llama_weights.load_llama_weights",),
+                shortcuts=(
+                    # The course's permutation and name table are the exercise; transformers' conversion code too.
+                    "course_lib.llama_weights.rotate_half_to_pairs",
+                    "course_lib.llama_weights.weight_names",
+                    "module:transformers",
+                ),
+            ),
         ),
     ),
     Lesson(

@@ -8,11 +8,16 @@
     repeat_kv             grouped-query attention: each key/value head serves n_rep query heads      (exercise)
     kv_cache_bytes        what a KV cache holds: keys and values of every layer, KV head and position
     GPT2_SMALL, LLAMA2_7B, LLAMA3_8B   attention shapes of published models, for the cache arithmetic
+    ModernAttention       H query heads, H_kv key/value heads, QK-norm, RoPE at positions P..P+T-1 after a
+                          KV cache of P, no biases                                                     (exercise)
+    ModernBlock           Llama's block: x + attn(ln1(x)), then x + mlp(ln2(x)), RMSNorm and SwiGLU    (exercise)
 
-`course_lib.modern_gpt` assembles these into one model whose switches turn GPT-2 into a modern block, and
-`course_lib.ladder` trains it one switch at a time.
+`course_lib.modern_gpt` stacks ModernBlocks into a model (and has a switchable block that turns GPT-2's into this
+one change at a time), `course_lib.ladder` trains it one switch at a time, and `course_lib.llama_weights` loads a
+Hugging Face Llama checkpoint into it.
 
-Shape legend: B batch, T time, H query heads, H_kv key/value heads, D head size, C d_model channels.
+Shape legend: B batch, T time (new positions), P positions already cached, H query heads, H_kv key/value heads,
+D head size, C d_model channels.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from course_lib import _checks
+from course_lib.multihead import LayerCache
 from course_lib.position import rope_angles
 
 __all__ = [
@@ -33,6 +39,8 @@ __all__ = [
     "LLAMA2_7B",
     "LLAMA3_8B",
     "AttentionShape",
+    "ModernAttention",
+    "ModernBlock",
     "RMSNorm",
     "SwiGLU",
     "kv_cache_bytes",
@@ -192,8 +200,9 @@ GPT2_SMALL = AttentionShape("GPT-2 small", 12, 12, 12, 64, 1024)
 # Llama 2 7B: 32 layers, d_model 4,096 in 32 heads of 128, 4,096 positions; multi-head attention (Touvron et al.,
 # 2023, "Llama 2", Table 1: of the Llama 2 models only 34B and 70B use grouped-query attention).
 LLAMA2_7B = AttentionShape("Llama-2-7B", 32, 32, 32, 128, 4096)
-# Llama 3 8B: the same 32 layers of 32 query heads of 128, but 8 key/value heads, 8,192 positions (Llama Team,
-# 2024, "The Llama 3 Herd of Models", Table 3).
+# Llama 3 8B: the same 32 layers of 32 query heads of 128, but 8 key/value heads (Llama Team, 2024, "The Llama 3 Herd
+# of Models", Table 3); 8,192 positions (Meta's model card of April 2024 says 8k; the configuration released with the
+# weights, 8,192).
 LLAMA3_8B = AttentionShape("Llama-3-8B", 32, 32, 8, 128, 8192)
 
 
@@ -205,3 +214,110 @@ def kv_cache_bytes(shape: AttentionShape, seq_len: int, batch_size: int = 1, byt
     """
     _checks.positive_ints(seq_len=seq_len, batch_size=batch_size, bytes_per_value=bytes_per_value)
     return 2 * shape.n_layers * shape.n_kv_heads * shape.d_head * seq_len * batch_size * bytes_per_value
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The modern attention and block: every piece above, in Llama's arrangement
+# ------------------------------------------------------------------------------------------------------------
+
+
+class ModernAttention(nn.Module):
+    """Causal self-attention as Llama has it: grouped-query heads, RoPE, optional QK-norm, no biases.
+
+    Lesson 12, exercise `ModernAttention`. D = d_model // n_heads. `qkv` (d_model -> (H + 2 H_kv) D, no bias)
+    computes [q | k | v]: H*D query channels, then H_kv*D key and H_kv*D value channels, each head's D contiguous;
+    `out_proj` (d_model -> d_model, no bias). With `qk_norm`, `q_norm` and `k_norm` (RMSNorm over a head's D
+    channels, eps 1e-6) normalise each head's queries and keys *before* the rotation (without it the module has
+    neither). Queries and keys are rotated in interleaved pairs as lesson 03's apply_rope, base `rope_base`; values
+    never. Each key/value head serves n_heads // n_kv_heads consecutive query heads (`repeat_kv`); causal; scores
+    divided by sqrt(D). x: (B, T, d_model) -> (B, T, d_model). ValueError unless n_heads % n_kv_heads == 0.
+
+    With `cache` (a LayerCache holding the rotated keys and the values of P earlier positions, (B, H_kv, P, D) each)
+    the T new positions are P..P+T-1: that is where they are rotated (rotating them at 0..T-1 again is the classic
+    bug of RoPE with a KV cache), their keys and values are appended to the cache (still H_kv heads: the cache is
+    what grouped-query attention shrinks), and query i attends keys 0..P+i (lesson 10's `attend_with_cache`).
+    `use_sdpa` (not part of the exercise) routes the attention through F.scaled_dot_product_attention.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int,
+        qk_norm: bool = False,
+        rope_base: float = 10000.0,
+        *,
+        use_sdpa: bool = False,
+    ) -> None:
+        super().__init__()
+        _checks.divisible("d_model", d_model, "n_heads", n_heads)
+        _checks.divisible("n_heads", n_heads, "n_kv_heads", n_kv_heads)
+        _checks.positive_even("d_model // n_heads", d_model // n_heads, "RoPE rotates channel pairs")
+        _checks.positive_number("rope_base", rope_base)
+        self.n_heads, self.n_kv_heads, self.d_head = n_heads, n_kv_heads, d_model // n_heads
+        self.qk_norm, self.rope_base, self.use_sdpa = qk_norm, rope_base, use_sdpa
+        D = self.d_head
+        self.qkv = nn.Linear(d_model, (n_heads + 2 * n_kv_heads) * D, bias=False)  # [q | k | v]
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        if qk_norm:
+            self.q_norm = RMSNorm(D)  # over each head's D channels, one gain per channel shared by the heads
+            self.k_norm = RMSNorm(D)
+
+    def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
+        B, T, C = x.shape
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.d_head
+        q, k, v = self.qkv(x).split([H * D, H_kv * D, H_kv * D], dim=-1)
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, H_kv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        v = v.view(B, T, H_kv, D).transpose(1, 2)  # (B, H_kv, T, D)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)  # before the rotation: the norm sees the projection's channels
+        P = 0 if cache is None else cache.keys.shape[2]  # positions already cached: the new ones are P..P+T-1
+        cos, sin = rope_cos_sin(P + T, D, self.rope_base, q.dtype)  # (P + T, D/2) each
+        q, k = rotate_pairs(q, cos[P:], sin[P:]), rotate_pairs(k, cos[P:], sin[P:])  # at P..P+T-1, not 0..T-1
+        if cache is not None:
+            k = torch.cat([cache.keys, k], dim=2)  # (B, H_kv, P + T, D): cached first
+            v = torch.cat([cache.values, v], dim=2)
+            cache.keys, cache.values = k, v  # H_kv heads kept, not H
+        k, v = repeat_kv(k, H // H_kv), repeat_kv(v, H // H_kv)  # (B, H, P + T, D): a key/value head per group
+        allowed = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(diagonal=P)  # query i: keys 0..P+i
+        if self.use_sdpa:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if P == 0 else allowed, is_causal=P == 0)
+        else:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, P + T)
+            out = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ v  # (B, H, T, D)
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+
+
+class ModernBlock(nn.Module):
+    """Llama's block: pre-norm residuals around ModernAttention and SwiGLU, both norms RMSNorm.
+
+    Lesson 12, exercise `ModernBlock`. `ln1`, `ln2`: RMSNorm(d_model, eps) (computed with `rms_norm`); `attn`:
+    ModernAttention(d_model, n_heads, n_kv_heads, qk_norm, rope_base); `mlp`: SwiGLU(d_model, d_hidden), no biases.
+    forward(x) = x + attn(ln1(x)), then + mlp(ln2(...)): GPT-2's order, as Llama, Mistral and Qwen keep it (OLMo 2
+    normalises each sublayer's output instead, x + norm(attn(x)); Gemma 2 and 3 normalise both sides).
+    `cache` (a LayerCache) goes to the attention. x: (B, T, d_model) -> (B, T, d_model).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int,
+        d_hidden: int,
+        qk_norm: bool = False,
+        eps: float = 1e-6,
+        rope_base: float = 10000.0,
+        *,
+        use_sdpa: bool = False,
+    ) -> None:
+        super().__init__()
+        _checks.positive_number("eps", eps)
+        self.ln1 = RMSNorm(d_model, eps)
+        self.attn = ModernAttention(d_model, n_heads, n_kv_heads, qk_norm, rope_base, use_sdpa=use_sdpa)
+        self.ln2 = RMSNorm(d_model, eps)
+        self.mlp = SwiGLU(d_model, d_hidden)
+
+    def forward(self, x: Tensor, cache: LayerCache | None = None) -> Tensor:
+        x = x + self.attn(self.ln1(x), cache=cache)
+        return x + self.mlp(self.ln2(x))

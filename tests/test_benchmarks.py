@@ -186,7 +186,28 @@ def test_the_seeds_bench_runs_every_rung_of_either_ladder_for_every_seed(tokens,
         torch.set_num_threads(threads)
     assert list(losses) == labels and all(len(v) == 2 and v[0] != v[1] for v in losses.values())
     out = capsys.readouterr().out
-    assert "| + Muon |" in out and "largest spread over the seeds of one rung" in out
+    assert "| + Muon |" in out and "| lower in |" in out and " of 2 |" in out and "bigram floor" in out
+
+
+def test_the_seeds_bench_reads_chosen_rungs_in_pairs_at_every_evaluation(capsys):
+    """The longer run's form: some rungs only, each read against the chosen rung above it, at every evaluation."""
+    import torch
+
+    from tests.benchmarks import bench_ladder_seeds
+
+    threads = torch.get_num_threads()
+    try:
+        losses = bench_ladder_seeds.main(
+            ["--tiny", "--seeds", "0", "1", "--steps", "4", "--eval-points", "2"]
+            + ["--rungs", "GPT-2", "+ RoPE", "+ Muon"]
+        )
+    finally:
+        torch.set_num_threads(threads)
+    assert list(losses) == ["GPT-2", "+ RoPE", "+ Muon"]
+    out = capsys.readouterr().out
+    assert "### after 2 steps" in out and "### after 4 steps" in out and "| + Muon (vs + RoPE) |" in out
+    with pytest.raises(SystemExit):
+        bench_ladder_seeds.main(["--tiny", "--rungs", "GPT-3"])
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
-"""Tests of course_lib.ladder (Lesson 12): the rungs, the schedule, and both measurements of a run, with the clock
-replaced by a counter so that the equal-seconds bookkeeping is checked without depending on this machine's speed."""
+"""Tests of course_lib.ladder (Lesson 12): the rungs, the schedule, both measurements of a run, the paired reading of
+the seeds and the bigram floor; the paces come from a scripted clock, so that the equal-seconds bookkeeping is
+checked without depending on this machine's speed or load."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import matplotlib
 import pytest
@@ -27,20 +29,17 @@ def _data(n: int = 400, seed: int = 0) -> torch.Tensor:
     return torch.randint(V, (n,), generator=torch.Generator().manual_seed(seed))
 
 
-class _Clock:
-    """time.perf_counter stand-in: every step of rung k takes `seconds[k]` (one call starts a step, one ends it)."""
-
-    def __init__(self, seconds: float):
-        self.now, self.seconds, self.calls = 0.0, seconds, itertools.count()
-
-    def __call__(self) -> float:
-        if next(self.calls) % 2:  # the call that ends a step
-            self.now += self.seconds
-        return self.now
-
-
-def _fake_time(monkeypatch, seconds: float) -> None:
-    monkeypatch.setattr(ladder.time, "perf_counter", _Clock(seconds))
+def _scripted_clock(ms: list[float], settings: ladder.LadderSettings, jitter: float = 0.0):
+    """A clock for `measure_paces`: in every round rung k's timed steps take ms[k] each (plus `jitter` ms times the
+    round's number, which moves every rung alike), in the order measure_paces reads the clock: start, end."""
+    readings, now = [], 0.0
+    for r in range(settings.pace_rounds):
+        for pace in ms:
+            readings.append(now)
+            now += (pace + jitter * r) * settings.pace_steps / 1000
+            readings.append(now)
+    calls = iter(readings)
+    return lambda: next(calls)
 
 
 def test_eval_batches_are_lesson_09s_windows_fixed_by_their_seed():
@@ -89,34 +88,107 @@ def test_the_schedule_warms_up_then_falls_like_one_over_root_step():
     assert ladder.lr_factor(5, 0) == pytest.approx(1 / 6**0.5)
 
 
-def test_a_run_is_reproducible_and_measured_after_its_steps(monkeypatch):
-    _fake_time(monkeypatch, 0.5)
+def test_a_run_is_reproducible_and_measured_after_its_steps():
     windows = eval_batches(_data(seed=1), T, 4)
     rung = ladder.Rung("GPT-2", TINY)
     first = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, seed=0)
     again = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, seed=0)
     assert first.val_loss == again.val_loss and [s for s, _ in first.curve] == [3, 6]
-    assert first.train_s == pytest.approx(3.0)  # 6 steps of 0.5 s; the evaluations are not counted
-    assert (first.seconds_steps, first.seconds_val_loss) == (6, first.val_loss)  # no budget: its own time
+    assert first.val_loss == first.curve[-1][1] and first.seconds_steps is None  # no equal-seconds measurement
 
 
-@pytest.mark.parametrize(("seconds", "expected_steps"), [(0.5, 6), (1.0, 3), (0.75, 4), (0.25, 12), (0.1, 12)])
-def test_equal_seconds_counts_the_steps_that_fit_in_the_budget(monkeypatch, seconds, expected_steps):
-    """Budget 3 s: a rung at 1 s a step fits 3; at 0.75 s, 4; at 0.25 s it trains on to 12, where it stops (2 x
-    steps) however much time is left."""
-    _fake_time(monkeypatch, seconds)
+@pytest.mark.parametrize("seconds_steps", [4, 9])
+def test_the_equal_seconds_point_is_where_a_run_meant_to_stop_there_would_be(seconds_steps):
+    """The schedule does not depend on the end: measured after 4 (or 9) steps, a run has the loss of a run of 4 (or
+    9) steps; its equal-steps point is untouched."""
     windows = eval_batches(_data(seed=1), T, 4)
     rung = ladder.Rung("+ RMSNorm", TINY.replace(norm="rms"))
-    result = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, budget_s=3.0)
-    assert result.seconds_steps == expected_steps
-    assert result.seconds_train_s == pytest.approx(expected_steps * seconds)
-    assert result.steps == 6 and result.train_s == pytest.approx(6 * seconds)
-    if expected_steps == 6:
-        assert result.seconds_val_loss == result.val_loss
+    run = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS, seconds_steps=seconds_steps)
+    plain = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, SETTINGS)
+    short = dataclasses.replace(SETTINGS, steps=seconds_steps, warmup_steps=2)
+    alone = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, short)
+    assert run.val_loss == plain.val_loss and run.curve == plain.curve
+    assert (run.seconds_steps, run.seconds_val_loss) == (seconds_steps, alone.val_loss)
 
 
-def test_run_ladder_builds_the_first_rung_with_the_baseline_and_budgets_the_rest(monkeypatch):
-    _fake_time(monkeypatch, 0.5)
+def test_a_pace_is_the_median_and_the_middle_half_of_its_rounds():
+    pace = ladder.Pace((10.0, 30.0, 12.0, 11.0, 13.0))
+    assert (pace.ms, pace.low, pace.high) == (12.0, 11.0, 13.0)  # the outlier of 30 ms moves neither
+    assert pace.overlaps(ladder.Pace((12.0, 13.0, 16.0))) and not pace.overlaps(ladder.Pace((14.0, 15.0, 16.0)))
+    assert ladder.Pace((7.0,)).low == ladder.Pace((7.0,)).high == 7.0
+
+
+@pytest.mark.parametrize(
+    ("ms", "expected"),
+    [
+        ([10, 10], [6, 6]),
+        ([10, 20], [6, 3]),
+        ([10, 15], [6, 4]),
+        ([10, 4], [6, 12]),  # 15 would fit: the cap stops it at 2 x 6
+        ([10, 10.4], [6, 6]),  # within the spread of the rounds: no measurable difference
+        ([10, 1000], [6, 1]),
+    ],
+)
+def test_equal_seconds_gives_each_rung_the_steps_that_fit_in_gpt2s_cpu_time(ms, expected):
+    paces = [ladder.Pace((m - 0.5, m, m + 0.5)) for m in ms]
+    assert ladder.equal_seconds_steps(paces, SETTINGS) == expected
+
+
+def test_paces_are_timed_in_rounds_that_interleave_the_rungs():
+    """Load that grows during the measurement (here every round slower than the one before) falls on every rung
+    alike: the medians keep their order and their ratios stay near the true ones."""
+    settings = dataclasses.replace(SETTINGS, pace_rounds=5, pace_steps=2)
+    rungs = ladder.modern_ladder(TINY)[:3]
+    paces = ladder.measure_paces(rungs, _data(), T, settings, clock=_scripted_clock([10, 20, 5], settings, 1.0))
+    assert [p.rounds for p in paces] == [
+        tuple(pytest.approx(m + r) for r in range(5)) for m in (10, 20, 5)
+    ]  # fmt: skip
+    assert [p.ms for p in paces] == pytest.approx([12, 22, 7])
+    with pytest.raises(ValueError, match="pace_rounds"):
+        ladder.measure_paces(rungs, _data(), T, dataclasses.replace(SETTINGS, pace_rounds=0))
+
+
+def test_paces_are_timed_on_the_threads_asked_for_and_the_thread_count_is_given_back():
+    """Timed on `threads` (the benchmarks ask for one: the work of a step, not cores shared with other programs);
+    the caller's thread count comes back, also when a step fails."""
+    settings = dataclasses.replace(SETTINGS, pace_rounds=2, pace_steps=1, threads=1)
+    seen, tick = [], iter(range(1000))
+    clock = lambda: (seen.append(torch.get_num_threads()), next(tick))[1]  # noqa: E731
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        paces = ladder.measure_paces(ladder.modern_ladder(TINY)[:2], _data(), T, settings, clock=clock)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 2 and paces[0].threads == 1
+        with pytest.raises(ValueError, match="block_size"):  # a window longer than the data: the step fails
+            ladder.measure_paces(ladder.modern_ladder(TINY)[:1], _data(n=5), T, settings, clock=clock)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_ladder_trains_on_the_threads_it_is_timed_on_and_gives_the_callers_back():
+    """run_ladder trains on `threads` too (its equal-seconds budget is then the seconds the training takes); None,
+    the default (a lesson never pins threads), leaves the caller's number; either way the caller's number comes
+    back."""
+    seen = []
+    progress = lambda result: seen.append(torch.get_num_threads())  # noqa: E731
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        rungs = ladder.modern_ladder(TINY)[:2]
+        ladder.run_ladder(
+            rungs, _data(), _data(seed=1), dataclasses.replace(SETTINGS, pace_rounds=1, threads=1), progress=progress
+        )
+        assert seen == [1, 1] and torch.get_num_threads() == 2
+        ladder.run_ladder(rungs[:1], _data(), _data(seed=1), SETTINGS, progress=progress)
+        assert seen == [1, 1, 2] and torch.get_num_threads() == 2
+        with pytest.raises(ValueError, match="threads"):
+            dataclasses.replace(SETTINGS, threads=0)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_run_ladder_builds_the_first_rung_with_the_baseline_and_gives_each_its_steps():
     built = []
 
     def baseline():
@@ -125,23 +197,62 @@ def test_run_ladder_builds_the_first_rung_with_the_baseline_and_budgets_the_rest
 
     rungs = ladder.modern_ladder(TINY)[:3]
     heard = []
-    settings = dataclasses.replace(SETTINGS, seeds=(0, 5))
-    results = ladder.run_ladder(rungs, _data(), _data(seed=1), settings, baseline=baseline, progress=heard.append)
-    assert built == [0, 5] and [r.label for r in heard] == ["GPT-2", "+ RMSNorm", "+ RoPE"]
+    settings = dataclasses.replace(SETTINGS, seeds=(0, 5), pace_rounds=3, pace_steps=1)
+    clock = _scripted_clock([10, 20, 5], settings)
+    results = ladder.run_ladder(
+        rungs, _data(), _data(seed=1), settings, baseline=baseline, progress=heard.append, clock=clock
+    )
+    assert built == [0, 0, 5] and [r.label for r in heard] == ["GPT-2", "+ RMSNorm", "+ RoPE"]  # pace, then seeds
     assert all([run.seed for run in r.runs] == [0, 5] for r in results)
-    assert all(r.seconds_steps == 6 for r in results)  # every step 0.5 s: everyone fits GPT-2's 6 steps
+    assert [r.seconds_steps for r in results] == [6, 3, 12] and results[1].pace.ms == pytest.approx(20)
     assert results[2].n_params < results[1].n_params  # the position table is gone
     first = results[0]
     assert first.val_loss == pytest.approx((first.runs[0].val_loss + first.runs[1].val_loss) / 2)
-    assert first.spread == pytest.approx(abs(first.runs[0].val_loss - first.runs[1].val_loss))
+    assert first.seconds_val_loss == first.val_loss  # its own budget: its own steps
     assert first.runs[0].val_loss != first.runs[1].val_loss  # another seed, other weights and batches
-    table = ladder.ladder_table(results)
-    assert all(r.label in table for r in results) and "equal seconds" in table and "seed 5" in table
-    assert f"largest difference between the seeds of one rung: {max(r.spread for r in results):.3f}" in table
-    fig, axes = ladder.ladder_chart(results, "tiny")
+    paired = ladder.Paired.of(results[2], results[1])
+    assert paired.differences == tuple(
+        a.val_loss - b.val_loss for a, b in zip(results[2].runs, results[1].runs, strict=True)
+    )
+    assert paired.lower == sum(d < 0 for d in paired.differences) and paired.n == 2
+    table = ladder.ladder_table(results, floor=3.5)
+    assert all(r.label in table for r in results) and "equal CPU seconds" in table and "seed 5" in table
+    assert f"{paired.mean:+.3f} {f'{paired.lower} of 2':>8}" in table
+    assert "the mean over the 2 seeds" in table and "one seed" not in table
+    assert f"GPT-2's mean minus the floor: {first.val_loss - 3.5:+.3f}" in table
+    fig, axes = ladder.ladder_chart(results, "tiny", floor=3.5)
     assert len(axes) == 2 and [t.get_text() for t in axes[1].get_yticklabels()] == [r.label for r in results]
     assert axes[0].get_ylabel() == "validation loss (nats per character)"
+    assert "bigram floor 3.500" in [t.get_text() for t in axes[0].get_legend().get_texts()]
     assert ladder.ladder_chart(results, unit="token")[1][0].get_ylabel() == "validation loss (nats per token)"
+
+
+def test_one_seed_says_one_seed_and_no_paces_means_equal_steps_only():
+    settings = dataclasses.replace(SETTINGS, pace_rounds=0)
+    results = ladder.run_ladder(ladder.modern_ladder(TINY)[:2], _data(), _data(seed=1), settings)
+    table = ladder.ladder_table(results)
+    assert "one seed (0)" in table and "lower in" in table and " of 1" not in table
+    assert "equal CPU seconds" not in table and results[1].pace is None and results[1].seconds_steps is None
+    assert "bigram floor" not in table
+    assert [b.get_label() for b in ladder.ladder_chart(results)[1][1].containers] == ["equal steps"]
+
+
+def test_paired_refuses_runs_of_other_seeds():
+    a = ladder.RungResult("a", 1, [ladder.Run(0, 6, 2.0), ladder.Run(1, 6, 2.5)])
+    b = ladder.RungResult("b", 1, [ladder.Run(1, 6, 2.2), ladder.Run(0, 6, 2.1)])
+    with pytest.raises(ValueError, match="same seeds"):
+        ladder.Paired.of(a, b)
+    c = ladder.RungResult("c", 1, [ladder.Run(0, 6, 1.9), ladder.Run(1, 6, 2.6)])
+    assert ladder.Paired.of(c, a).differences == pytest.approx((-0.1, 0.1)) and ladder.Paired.of(c, a).lower == 1
+
+
+def test_the_bigram_floor_is_the_add_one_table_counted_by_hand():
+    train = torch.tensor([0, 1, 0, 1, 1, 2, 0])
+    x, y = torch.tensor([[0, 1], [1, 2]]), torch.tensor([[1, 1], [2, 0]])
+    # pairs counted: (0,1) x2, (1,0), (1,1), (1,2), (2,0); add one to all nine cells of the 3 x 3 table
+    p = {(0, 1): 3 / 5, (1, 1): 2 / 6, (1, 2): 2 / 6, (2, 0): 2 / 4}
+    expected = -sum(math.log(p[a, b]) for a, b in [(0, 1), (1, 1), (1, 2), (2, 0)]) / 4
+    assert ladder.bigram_floor(train, x, y, 3) == pytest.approx(expected)
 
 
 def test_the_first_rung_is_the_baseline_and_the_same_model_without_it():
@@ -167,18 +278,8 @@ def test_settings_refuse_a_warmup_as_long_as_the_run():
         ladder.LadderSettings(seeds=(1, 1))
     with pytest.raises(ValueError, match="seconds_cap"):
         ladder.LadderSettings(seconds_cap=0.5)
-
-
-@pytest.mark.parametrize(("cap", "seconds", "expected_steps"), [(1.0, 0.25, 6), (1.0, 1.0, 3), (1.5, 0.25, 9)])
-def test_the_seconds_cap_bounds_how_far_a_faster_rung_trains_on(monkeypatch, cap, seconds, expected_steps):
-    """Budget 3 s, 6 steps: with a cap of 1 a faster rung stops at 6 (a slower one still stops where its time runs
-    out); with 1.5, at 9."""
-    _fake_time(monkeypatch, seconds)
-    windows = eval_batches(_data(seed=1), T, 4)
-    rung = ladder.Rung("+ RMSNorm", TINY.replace(norm="rms"))
-    settings = dataclasses.replace(SETTINGS, seconds_cap=cap)
-    result = ladder.train_rung(ladder.build_rung(rung, 0), rung, _data(), windows, settings, budget_s=3.0)
-    assert result.seconds_steps == expected_steps and result.steps == 6
+    with pytest.raises(ValueError, match="pace_rounds"):
+        ladder.LadderSettings(pace_rounds=-1)
 
 
 def test_the_token_ladder_is_gpt2_rope_the_whole_modern_block_and_muon():

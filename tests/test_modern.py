@@ -200,3 +200,56 @@ def test_kv_cache_bytes_is_what_real_cache_tensors_hold():
     cache = [torch.zeros(2, 5, shape.n_kv_heads, 11, shape.d_head, dtype=torch.bfloat16) for _ in range(3)]  # k, v
     held = sum(t.numel() * t.element_size() for t in cache)
     assert modern.kv_cache_bytes(shape, seq_len=11, batch_size=5) == held
+
+
+# ------------------------------------------------------------------------------------------------------------
+# ModernAttention and ModernBlock
+
+
+def test_modern_block_is_the_pre_norm_formula_by_hand():
+    torch.manual_seed(0)
+    block = modern.ModernBlock(16, 4, 2, 24, qk_norm=True, eps=1e-5, rope_base=500.0).eval()
+    with torch.no_grad():
+        for p in block.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x = _randn(2, 5, 16)
+    with torch.no_grad():
+        h = x + block.attn(F.rms_norm(x, (16,), block.ln1.weight, 1e-5))
+        expected = h + block.mlp(F.rms_norm(h, (16,), block.ln2.weight, 1e-5))
+        torch.testing.assert_close(block(x), expected)
+    assert block.attn.rope_base == 500.0 and block.ln1.eps == 1e-5 and block.attn.qk_norm
+    assert sorted(dict(block.named_parameters())) == [
+        "attn.k_norm.weight", "attn.out_proj.weight", "attn.q_norm.weight", "attn.qkv.weight", "ln1.weight",
+        "ln2.weight", "mlp.w1.weight", "mlp.w2.weight", "mlp.w3.weight",
+    ]  # fmt: skip
+
+
+def test_modern_attention_without_qk_norm_has_no_norms_and_refuses_heads_that_do_not_divide():
+    layer = modern.ModernAttention(16, 4, 2)
+    assert not hasattr(layer, "q_norm") and not hasattr(layer, "k_norm")
+    assert (layer.n_heads, layer.n_kv_heads, layer.d_head) == (4, 2, 4) and layer.qkv.bias is None
+    with pytest.raises(ValueError, match="n_kv_heads"):
+        modern.ModernAttention(16, 4, 3)
+    with pytest.raises(ValueError, match="RoPE"):
+        modern.ModernAttention(12, 4, 2)  # D = 3: no channel pairs
+
+
+@pytest.mark.parametrize("P", [1, 4])
+def test_after_a_cache_the_new_positions_are_rotated_where_they_are(P):
+    """The output for the T new positions after a cache of P equals the last T rows of the whole sequence's, and the
+    cache then holds the whole sequence's rotated keys (what a no-cache call computes for them)."""
+    torch.manual_seed(1)
+    layer = modern.ModernAttention(16, 4, 2, qk_norm=True, rope_base=100.0).eval()
+    x = _randn(2, P + 3, 16, seed=2)
+    from course_lib.multihead import LayerCache
+
+    with torch.no_grad():
+        whole = layer(x)
+        cache = LayerCache(keys=torch.zeros(2, 2, 0, 4), values=torch.zeros(2, 2, 0, 4))
+        layer(x[:, :P], cache=cache)
+        torch.testing.assert_close(layer(x[:, P:], cache=cache), whole[:, P:], atol=1e-6, rtol=1e-5)
+        everything = LayerCache(keys=torch.zeros(2, 2, 0, 4), values=torch.zeros(2, 2, 0, 4))
+        layer(x, cache=everything)
+    torch.testing.assert_close(cache.keys, everything.keys)
+    torch.testing.assert_close(cache.values, everything.values)
+    assert cache.keys.shape == (2, 2, P + 3, 4)

@@ -1,5 +1,7 @@
 """Tests of course_lib.modern_gpt (Lesson 12): with GPT-2's switches it is lesson 09's GPT (names, initial weights,
-logits); each switch does what it says; attention matches a computation written head by head; SDPA matches."""
+logits); each switch does what it says; attention matches a computation written head by head; SDPA matches; with
+every switch modern its blocks are ModernBlocks (the learner's where given), which a SwitchBlock equals, and it
+keeps a KV cache of H_kv heads."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import torch.nn.functional as F
 
 from course_lib import gpt, modern
 from course_lib.gpt import init_gpt2
-from course_lib.modern_gpt import Attention, ModernConfig, ModernGPT
+from course_lib.modern_gpt import ModernConfig, ModernGPT, ModernParts, SwitchAttention, SwitchBlock
 
 V, T = 11, 12
 ALL = dict(norm="rms", position="rope", mlp="swiglu", n_kv_heads=2, bias=False, qk_norm=True)
+SWITCHED = dict(ALL, bias=True)  # every change but one: SwitchBlocks, built from the parts given
 
 
 def _config(**switches) -> ModernConfig:
@@ -144,8 +147,50 @@ def test_config_refuses_what_cannot_be_built(changes, word):
 
 
 def test_attention_alone_needs_no_model():
-    layer = Attention(_config(n_kv_heads=1))
+    layer = SwitchAttention(_config(n_kv_heads=1))
     assert layer(torch.randn(1, 5, 16)).shape == (1, 5, 16)
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_every_switch_modern_gives_modern_blocks_which_a_switch_block_equals(qk_norm):
+    """The same names, the same initial draws and the same function: the ladder's last SwitchBlock and the lesson's
+    ModernBlock are one block written twice, and the model uses the ModernBlock."""
+    config = _config(**dict(ALL, qk_norm=qk_norm))
+    torch.manual_seed(0)
+    model = init_gpt2(ModernGPT(config))
+    assert all(type(b) is modern.ModernBlock for b in model.blocks) and config.is_modern
+    assert not _config(**SWITCHED).is_modern and type(ModernGPT(_config(**SWITCHED)).blocks[0]) is SwitchBlock
+    torch.manual_seed(0)
+    as_switches = ModernParts(ModernBlock=lambda *args, **kwargs: SwitchBlock(config))
+    switched = init_gpt2(ModernGPT(config, as_switches))
+    assert all(type(b) is SwitchBlock for b in switched.blocks)
+    assert list(switched.state_dict()) == list(model.state_dict())
+    assert all(
+        torch.equal(a, b) for a, b in zip(switched.state_dict().values(), model.state_dict().values(), strict=True)
+    )
+    idx = _idx(2)
+    with torch.no_grad():
+        torch.testing.assert_close(switched(idx)[0], model(idx)[0], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("use_sdpa", [False, True])
+def test_a_modern_model_keeps_a_cache_of_its_key_value_heads(use_sdpa):
+    """Fed in pieces through its KV cache, the model computes the logits of the whole sequence at once; the cache
+    holds H_kv = 2 heads a layer, not H = 4; a switched model offers no cache."""
+    from course_lib import generate
+
+    torch.manual_seed(6)
+    model = init_gpt2(ModernGPT(_config(**ALL, use_sdpa=use_sdpa))).eval()
+    idx = _idx(7)
+    with torch.no_grad():
+        whole = model(idx)[0]
+        cache = model.new_cache(2)
+        pieces = [model(idx[:, a:b], cache=cache)[0] for a, b in ((0, 5), (5, 6), (6, T))]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), whole, atol=1e-5, rtol=1e-4)
+    assert cache.length == T and [tuple(c.keys.shape) for c in cache.layers] == [(2, 2, T, 4)] * 2
+    cached = generate.generate(model, idx[:, :3], 20, greedy=True)  # slides its window past T = 12 positions
+    assert torch.equal(cached, generate.generate(model, idx[:, :3], 20, greedy=True, use_cache=False))
+    assert ModernGPT(_config(**SWITCHED)).new_cache is None
 
 
 # --- ModernParts: the ladder's models built from the learner's answers --------------------------------------------
@@ -188,10 +233,10 @@ THEIRS = dict(
 )
 
 
-@pytest.mark.parametrize("switches", [ALL, dict(ALL, bias=True, qk_norm=False), dict(norm="rms", position="rope")])
+@pytest.mark.parametrize(
+    "switches", [SWITCHED, dict(ALL, bias=True, qk_norm=False), dict(norm="rms", position="rope"), ALL]
+)
 def test_a_model_built_from_other_correct_parts_is_the_same_model(switches):
-    from course_lib.modern_gpt import ModernParts
-
     torch.manual_seed(0)
     ours = init_gpt2(ModernGPT(_config(**switches)))
     torch.manual_seed(0)
@@ -215,30 +260,51 @@ def test_a_model_built_from_other_correct_parts_is_the_same_model(switches):
 )
 def test_the_parts_given_are_the_parts_run(part, wrong):
     """A wrong part changes the model's output: the model really calls what it is given."""
-    from course_lib.modern_gpt import ModernParts
-
     torch.manual_seed(0)
-    ours = init_gpt2(ModernGPT(_config(**ALL)))
+    ours = init_gpt2(ModernGPT(_config(**SWITCHED)))
     torch.manual_seed(0)
-    theirs = init_gpt2(ModernGPT(_config(**ALL), ModernParts(**{part: wrong})))
+    theirs = init_gpt2(ModernGPT(_config(**SWITCHED), ModernParts(**{part: wrong})))
     idx = _idx(4)
     with torch.no_grad():
         assert (theirs(idx)[0] - ours(idx)[0]).abs().max() > 1e-3
 
 
 def test_a_given_swiglu_class_is_the_one_built_and_sdpa_bypasses_rope_attention():
-    from course_lib.modern_gpt import ModernParts
-
     calls = []
 
     def counted(q, k, v, base=10000.0):
         calls.append(q.shape)
         return _their_rope_attention(q, k, v, base)
 
-    model = ModernGPT(_config(**ALL), ModernParts(SwiGLU=_TheirSwiGLU, rope_attention=counted))
+    model = ModernGPT(_config(**SWITCHED), ModernParts(SwiGLU=_TheirSwiGLU, rope_attention=counted))
     assert all(isinstance(block.mlp, _TheirSwiGLU) for block in model.blocks)
     model(_idx())
     assert calls == [(2, 4, T, 4)] * 2  # once per layer, with the key/value heads already repeated to 4
-    fused = ModernGPT(_config(**ALL, use_sdpa=True), ModernParts(rope_attention=counted))
+    fused = ModernGPT(_config(**SWITCHED, use_sdpa=True), ModernParts(rope_attention=counted))
     fused(_idx())
     assert len(calls) == 2  # PyTorch's kernel does the attention: the rotation is the model's own
+
+
+class _TheirModernBlock(torch.nn.Module):
+    """A ModernBlock written another way: the contract's arguments and names, RMSNorm from PyTorch."""
+
+    def __init__(self, d_model, n_heads, n_kv_heads, d_hidden, qk_norm=False, eps=1e-6, rope_base=10000.0):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.RMSNorm(d_model, eps=eps), torch.nn.RMSNorm(d_model, eps=eps)
+        self.attn = modern.ModernAttention(d_model, n_heads, n_kv_heads, qk_norm, rope_base)
+        self.mlp = _TheirSwiGLU(d_model, d_hidden)
+        self.built_with = dict(eps=eps, rope_base=rope_base, qk_norm=qk_norm)
+
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln1(x), cache=cache)
+        return x + self.mlp(self.ln2(x))
+
+
+def test_a_modern_model_is_built_from_the_modern_block_given_with_the_configs_arguments():
+    config = _config(**ALL, rope_base=500.0, norm_eps=1e-5)
+    model = ModernGPT(config, ModernParts(ModernBlock=_TheirModernBlock))
+    assert all(type(b) is _TheirModernBlock for b in model.blocks)
+    assert model.blocks[0].built_with == dict(eps=1e-5, rope_base=500.0, qk_norm=True)
+    assert model.blocks[0].attn.n_kv_heads == 2 and model.blocks[0].mlp.w1.out_features == config.d_hidden
+    fused = ModernGPT(config.replace(use_sdpa=True), ModernParts(ModernBlock=_TheirModernBlock))  # no use_sdpa= for it
+    assert type(fused.blocks[0]) is _TheirModernBlock

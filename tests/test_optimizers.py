@@ -91,3 +91,32 @@ def test_muon_takes_matrices_only_and_the_split_covers_every_parameter_once():
     assert all(p.dim() == 2 for group in muon.param_groups for p in group["params"])
     decayed = next(g for g in adamw.param_groups if g["weight_decay"] > 0)["params"]
     assert all(p.dim() >= 2 for p in decayed)
+
+
+def test_newton_schulz_with_no_step_is_the_normalised_matrix_and_keeps_bf16():
+    G = torch.randn(3, 5, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    torch.testing.assert_close(optimizers.newton_schulz(G, steps=0, eps=0.0), G / torch.linalg.matrix_norm(G))
+    tall = G.T.contiguous()
+    torch.testing.assert_close(optimizers.newton_schulz(tall, steps=0, eps=0.0), tall / torch.linalg.matrix_norm(G))
+    out = optimizers.newton_schulz(G.bfloat16())
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 5)
+    torch.testing.assert_close(out.double(), optimizers.newton_schulz(G), atol=0.05, rtol=0.05)  # bf16 roundings
+    with pytest.raises(ValueError, match="steps"):
+        optimizers.newton_schulz(G, steps=-1)
+
+
+def test_muon_steps_along_the_orthogonalisation_it_is_given():
+    """Muon calls its `orthogonalise` with the direction and ns_steps: the ladder hands it the learner's."""
+    seen = []
+
+    def halves(direction, steps):
+        seen.append((tuple(direction.shape), steps))
+        return 0.5 * torch.ones_like(direction)
+
+    p = torch.nn.Parameter(torch.zeros(2, 3, dtype=torch.float64))
+    p.grad = torch.ones(2, 3, dtype=torch.float64)
+    optimizers.Muon([p], lr=1.0, momentum=0.0, nesterov=False, ns_steps=4, orthogonalise=halves).step()
+    assert seen == [((2, 3), 4)] and torch.equal(p.detach(), -0.5 * torch.ones(2, 3, dtype=torch.float64))
+    model = ModernGPT(ModernConfig(11, 8, d_model=16, n_heads=4, n_layers=1))
+    muon, _ = optimizers.muon_and_adamw(model, orthogonalise=halves)
+    assert muon.orthogonalise is halves

@@ -78,3 +78,33 @@ def test_lesson_12s_ladder_is_built_from_the_answers_that_pass(monkeypatch):
     idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(theirs(idx)[0], ours(idx)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_lesson_12s_top_rungs_are_built_from_the_learners_block_and_muon_runs_their_newton_schulz(monkeypatch):
+    from course_lib import ladder, modern, modern_gpt, optimizers
+    from course_lib.lesson import with_your_answers
+    from course_lib.workflow.your_code import YourCode
+    from tests.test_grading_modern import MODERN_ATTENTION, MODERN_BLOCK, NEWTON_SCHULZ
+
+    monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+    cubic = NEWTON_SCHULZ.replace(
+        "X = a * X + b * (XXt @ X) + c * (XXt @ (XXt @ X))", "X = 1.5 * X - 0.5 * (XXt @ X)"
+    )  # the classic step, not Muon's: its visible check names it, and the course's stands in
+    answers = dict(
+        ModernAttention=define(MODERN_ATTENTION, "ModernAttention"),
+        ModernBlock=define(MODERN_BLOCK, "ModernBlock"),
+        newton_schulz=define(cubic, "newton_schulz"),
+    )
+    mine = with_your_answers(YourCode(), "12_beyond_gpt2", **answers)
+    assert mine.yours("ModernBlock") and mine.yours("ModernAttention") and not mine.yours("newton_schulz")
+    assert mine.newton_schulz is optimizers.newton_schulz and "cubic" in mine.banner()
+    parts = modern_gpt.ModernParts(ModernBlock=mine.ModernBlock, newton_schulz=mine.newton_schulz)
+    config = modern_gpt.ModernConfig(11, 8, d_model=16, n_heads=4, n_layers=1, norm="rms", position="rope",
+                                     mlp="swiglu", n_kv_heads=2, bias=False)  # fmt: skip
+    rung = ladder.modern_ladder(config)[-1]  # "+ Muon": every switch modern
+    model = ladder.build_rung(rung, 0, parts=parts)
+    assert type(model.blocks[0]) is answers["ModernBlock"] and type(model.blocks[0]) is not modern.ModernBlock
+    muon, _ = ladder.rung_optimizers(model, rung, ladder.LadderSettings(), parts)
+    assert muon.orthogonalise is optimizers.newton_schulz
+    theirs = modern_gpt.ModernParts(newton_schulz=define(NEWTON_SCHULZ, "newton_schulz"))
+    assert ladder.rung_optimizers(model, rung, ladder.LadderSettings(), theirs)[0].orthogonalise is theirs.newton_schulz

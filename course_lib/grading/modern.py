@@ -1,10 +1,13 @@
-"""Graders of lesson 12 — Beyond GPT-2 (`rms_norm`, `rope_attention`, `SwiGLU`, `repeat_kv`).
+"""Graders of lesson 12 — Beyond GPT-2 (`rms_norm`, `rope_attention`, `SwiGLU`, `repeat_kv`, `ModernAttention`,
+`ModernBlock`, `newton_schulz`, `load_llama_weights`).
 
-`rms_norm` and `rope_attention` are checked here; `SwiGLU` and `repeat_kv` in
-`course_lib.grading.modern_layers`, re-exported, so every test cell imports from this module. Expected values
+`rms_norm` and `rope_attention` are checked here; `SwiGLU` and `repeat_kv` in `course_lib.grading.modern_layers`,
+`ModernAttention` in `modern_attention`, `ModernBlock` in `modern_blocks`, `newton_schulz` in `modern_muon` and
+`load_llama_weights` in `modern_weights`, all re-exported, so every test cell imports from this module. Expected values
 come from `course_lib.modern`, computed outside the learner's call. On a mismatch each known mistake is recomputed
 on the same input and named when the learner's output equals it: for `rms_norm` the mean subtracted (LayerNorm),
-ε outside the square root or left out, the square root left out, a sum instead of a mean, the wrong dimension,
+the mean of x instead of the mean of its squares, the standard deviation instead of the root mean square (biased or
+not), ε outside the square root or left out, the square root left out, a sum instead of a mean, the wrong dimension,
 the weight not applied, LayerNorm's default ε, and float32 output for a bf16 input; for `rope_attention` values
 rotated too, queries or keys not rotated, the "rotate half" layout, the rotation the wrong way round, no causal
 mask, the wrong scale, the softmax over the wrong dimension.
@@ -26,10 +29,27 @@ from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, expect_unchanged, tagged_cases
 from course_lib.grading.kit.diagnose import Variant, diagnose_tensor
 from course_lib.grading.kit.guard import check_definition
+from course_lib.grading.modern_attention import check_ModernAttention, layer_cache
+from course_lib.grading.modern_blocks import check_ModernBlock
 from course_lib.grading.modern_layers import check_repeat_kv, check_SwiGLU, returns_its_input
+from course_lib.grading.modern_muon import check_newton_schulz
+from course_lib.grading.modern_weights import check_load_llama_weights, head_is_tied, llama_to_load
 from course_lib.position import rope_rotate_half
 
-__all__ = ["check_rms_norm", "check_rope_attention", "check_SwiGLU", "check_repeat_kv", "returns_its_input"]
+__all__ = [
+    "check_ModernAttention",
+    "check_ModernBlock",
+    "check_SwiGLU",
+    "check_load_llama_weights",
+    "check_newton_schulz",
+    "check_repeat_kv",
+    "check_rms_norm",
+    "check_rope_attention",
+    "head_is_tied",
+    "layer_cache",
+    "llama_to_load",
+    "returns_its_input",
+]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -84,6 +104,21 @@ def _rms_norm_mistakes(x: Tensor, weight: Tensor, eps: float, eps_given: bool) -
             lambda: _rms(x, last, eps, mean=False) * weight,
             "the squares were summed, not averaged: that divides by the vector's length (its L2 norm). RMSNorm "
             "takes the mean, x.pow(2).mean(dim=-1, keepdim=True), so the result has a root mean square of 1.",
+        ),
+        (
+            lambda: x / torch.sqrt(x.mean(dim=-1, keepdim=True) + eps) * weight,
+            "the mean of x was taken, not the mean of its squares: RMSNorm divides by sqrt(mean(x**2) + eps), "
+            "x.pow(2).mean(dim=-1, keepdim=True).",
+        ),
+        (
+            lambda: x / torch.sqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps) * weight,
+            "x was divided by its standard deviation (the root mean square of x - mean(x)) instead of its root mean "
+            "square: take the mean of x**2 itself, without subtracting the mean.",
+        ),
+        (
+            lambda: x / torch.sqrt(x.var(dim=-1, keepdim=True) + eps) * weight,
+            "x was divided by its standard deviation (torch.var or .std) instead of its root mean square: RMSNorm "
+            "takes the mean of x**2 itself, sqrt(mean(x**2) + eps).",
         ),
         (lambda: right, "the weight was not applied: return x / rms * weight."),
         (lambda: right + weight, "the weight was added: it is a gain, return x / rms * weight."),

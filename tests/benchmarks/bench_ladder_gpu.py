@@ -7,8 +7,9 @@ the same number of training tokens, for every rung.
 
 **Rungs**: `ladder.modern_ladder`, as in the lesson (GPT-2, + RMSNorm, + RoPE, + SwiGLU, + GQA with 6 key/value
 heads for 12 query heads, + no biases, + QK-norm, + Muon), each a `ModernGPT` with GPT-2 small's sizes (12 layers
-of 768, 12 heads, context `--seq-len`, the vocabulary padded to 50,304 rows), attention through
-F.scaled_dot_product_attention, initialised with `gpt.init_gpt2` after `torch.manual_seed(--seed)`.
+of 768, 12 heads, context `--seq-len`, the vocabulary padded to 50,304 rows; from "+ no biases" on, where every switch
+is modern, its blocks are `modern.ModernBlock`s), attention through F.scaled_dot_product_attention, initialised with
+`gpt.init_gpt2` after `torch.manual_seed(--seed)`.
 
 **Data**: lesson 11's token shards (`--data DIR`, written by `python -m course_lib.train prepare`), or, without
 it, Tiny Shakespeare in GPT-2's tokens (`train_data.prepare_tiny_shakespeare`, offline: about 300 thousand training

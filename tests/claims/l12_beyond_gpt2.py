@@ -1,12 +1,14 @@
 """Claims of lesson 12_beyond_gpt2: what its text says its code cells show.
 
 The ladder's claims are only those that held for every seed of tests/benchmarks/bench_ladder_seeds.py (the lesson's
-sizes, 300 steps, seeds 0-7): no timing, and no ranking that luck could reverse."""
+sizes, 300 steps, seeds 0-7), read in pairs as the lesson's table reads them: no timing, and no ranking that luck
+could reverse. The token ladder runs one seed, and its table must say so."""
 
 from __future__ import annotations
 
 import math
 import re
+import statistics
 
 from tests.claims.common import FLOAT, Break, Claim, Family, number, output, require, rows, tensors
 
@@ -17,13 +19,17 @@ NORMS = "by_layer_norm = F.layer_norm("
 RMS_REF = "ref.rms_norm vs F.rms_norm"
 SHIFT = "at_hundred = torch.softmax("
 WIDTH = "h = ref.swiglu_hidden(d)"
-MLP = "gelu_mlp = modern_gpt.ModernBlock("
+MLP = "gelu_mlp = modern_gpt.SwitchBlock("
 CACHE = "for shape in (ref.GPT2_SMALL, ref.LLAMA2_7B, ref.LLAMA3_8B):"
-GROUPED = "grouped, full = modern_gpt.Attention(config)"
+GROUPED = "grouped, full = modern_gpt.SwitchAttention(config)"
 QK = "for qk_norm in (False, True):"
-HEAD = "block = modern_gpt.ModernBlock(ModernConfig(50257"
+HEAD = "block = modern_gpt.SwitchBlock(ModernConfig(50257"
+BUG = "def one_step(layer, new, cache, position):"
+YOUR_BLOCKS = "blocks = with_your_answers(yours"
+LOADED = "loaders = with_your_answers(blocks"
+ONLINE = "real, how = (None,"
 MUON = "after = torch.linalg.svdvals(optimizers.newton_schulz(G))"
-TABLE_CELL = "print(ladder.ladder_table(results))"
+TABLE_CELL = "print(ladder.ladder_table(results, floor))"
 LADDER_CELL = "mine = with_your_answers(yours"
 TOKENS = "token_ids, kept = ladder.compact_ids(gpt2_ids)"
 TOKEN_TABLE = "print(ladder.ladder_table(tok_results))"
@@ -142,9 +148,57 @@ def cg_muon(nb):
     require(ratio > 10 and 0.6 < low <= high < 1.25, f"spread {ratio} becomes {low} .. {high}, all near 1")
 
 
-RUNG = r"^(GPT-2|\+ \S+(?: biases)?) +[\d,]+ +[\d.]+ \| +([\d. ]+?) +[\d.]+ +[+-][\d.]+ \|"
+def cg_muon_step(nb):
+    text = output(nb, MUON)
+    require("Running your `newton_schulz` (lesson 12)." in text, f"the solved lesson's Muon runs its answer: {text}")
+    low = number(text, rf"learning rate: singular values from {FLOAT} to", "smallest of the step")
+    high = number(text, rf"learning rate: singular values from .* to {FLOAT}$", "largest of the step")
+    require(0.6 < low <= high < 1.25, f"Muon's step has the orthogonalised singular values: {low} .. {high}")
+
+
+def cg_cache_bug(nb):
+    text = output(nb, BUG)
+    require("keys (1, 2, 8, 8), 2 key/value heads" in text, f"the cache keeps the 2 key/value heads: {text}")
+    through = number(text, rf"all 8 at once: largest difference {FLOAT}$", "cached step vs whole")
+    right = number(text, rf"rotated at position 7: {FLOAT}$", "rotated at 7")
+    bug = number(text, rf"\(the classic bug\): {FLOAT},", "rotated at 0")
+    size = number(text, rf"outputs of size {FLOAT}$", "output size")
+    require(through < 1e-5 and right < 1e-5, f"the same function, to float rounding: {through}, {right}")
+    require(bug > 0.2 * size and bug > 1e-3, f"rotated at 0 the output moves by about its size: {bug} vs {size}")
+
+
+def cg_your_blocks(nb):
+    text = output(nb, YOUR_BLOCKS)
+    require(text.startswith("Running your `ModernBlock`, `ModernAttention`"), f"the solved lesson's blocks: {text}")
+    require("blocks: __main__.ModernBlock;" in text, f"the model is built from the notebook's class: {text}")
+    gap = number(text, rf"largest difference in the logits: {FLOAT}$", "logit difference")
+    require(gap < 1e-5, f"the same logits as the course's blocks: {gap}")
+    require("recomputed without it: True" in text, f"generation through the cache is recomputation's: {text}")
+
+
+def cg_llama_loaded(nb):
+    text = output(nb, LOADED)
+    require(text.startswith("Running your `load_llama_weights`"), f"the solved lesson's loader runs: {text}")
+    found = rows(text, rf"^tie_word_embeddings=(True|False): largest logit difference {FLOAT}; .* KV cache {FLOAT}; "
+                 r".*generate: (True|False)$", "the two checkpoints", 2)  # fmt: skip
+    require([row[0] for row in found] == ["True", "False"], f"tied, then untied: {found}")
+    for tied, gap, cached, same in found:
+        gap, cached = float(gap), float(cached)
+        require(gap < 1e-4 and cached < 1e-4, f"Hugging Face's logits within 1e-4 (tied={tied}): {gap}, {cached}")
+        require(same == "True", f"the same greedy ids as Hugging Face's generate (tied={tied})")
+
+
+def cg_online(nb):
+    text = output(nb, ONLINE)
+    skipped = text.startswith("SmolLM2-135M not loaded: ") and "Online, this cell prints" in text
+    require(skipped or "the same 30 greedy ids: True" in text, f"skipped with its reason, or the same ids: {text}")
+
+
+# rung, params, CPU ms/step (median and range) | each seed's loss, mean, paired change, lower in | equal seconds
+RUNG = r"^(GPT-2|\+ \S+(?: biases)?) +[\d,]+ +[\d.]+ \([\d-]+\) *\| +([\d. ]+?) +[\d.]+(?: +[+-][\d.]+ +\d of \d)? +\|"
 LABELS = ["GPT-2", "+ RMSNorm", "+ RoPE", "+ SwiGLU", "+ GQA", "+ no biases", "+ QK-norm", "+ Muon"]
 SMALL_CHANGES = ["+ SwiGLU", "+ GQA", "+ no biases", "+ QK-norm"]
+PAIRED = r"^(\+ \S+(?: biases)?) .*\| +[\d. ]+? +[\d.]+ +([+-][\d.]+) +(\d) of (\d) +\|"
 
 
 def _ladder(nb) -> dict[str, list[float]]:
@@ -167,6 +221,26 @@ def cg_rope_and_muon(nb):
     require(all(d < -0.05 for d in muon), f"Muon: lower than the same model with AdamW, every seed: {muon}")
 
 
+def cg_floor(nb):
+    text = output(nb, TABLE_CELL)
+    floor = number(text, rf"on these windows\): {FLOAT};", "the bigram floor")
+    gap = number(text, rf"GPT-2's mean minus the floor: {FLOAT}$", "GPT-2 against the floor")
+    first = statistics.fmean(_ladder(nb)["GPT-2"])
+    require(2.4 < floor < 2.6, f"the bigram table of Tiny Shakespeare: about 2.5 nats: {floor}")
+    require(-0.15 < gap < 0 and abs(first - floor - gap) < 0.002, f"GPT-2 only a little below the floor: {gap}")
+
+
+def cg_paired(nb):
+    """The table's paired column is what its seeds give: the mean of the per-seed differences, and the count."""
+    text = output(nb, TABLE_CELL)
+    losses = _ladder(nb)
+    found = rows(text, PAIRED, "the paired columns", len(LABELS) - 1)
+    for label, mean, lower, n in found:
+        diffs = _steps(losses, label, LABELS[LABELS.index(label) - 1])
+        require(abs(float(mean) - statistics.fmean(diffs)) < 0.0015, f"{label}: the mean of {diffs} is not {mean}")
+        require(int(lower) == sum(d < 0 for d in diffs) and int(n) == len(diffs), f"{label}: {lower} of {n}: {diffs}")
+
+
 def cg_rms_norm_no_change(nb):
     change = _steps(_ladder(nb), "+ RMSNorm", "GPT-2")
     require(all(abs(d) < 0.04 for d in change), f"RMSNorm: nothing measurable, every seed: {change}")
@@ -185,7 +259,10 @@ def cg_small_changes(nb):
 def cg_your_parts(nb):
     first = output(nb, LADDER_CELL).splitlines()[0]
     require(
-        first.startswith("Running your `GPT` (lesson 09); your `rms_norm`, `rope_attention`, `SwiGLU`, `repeat_kv`"),
+        first.startswith(
+            "Running your `GPT` (lesson 09); your `rms_norm`, `rope_attention`, `SwiGLU`, `repeat_kv`, `ModernBlock`, "
+            "`newton_schulz`, `ModernAttention` (lesson 12)"
+        ),
         f"the solved lesson runs the ladder on its own answers: {first}",
     )
 
@@ -199,8 +276,18 @@ def cg_tokens(nb):
     require(kept == 11706 and tokens > 300_000, f"11,706 of GPT-2's tokens occur: {kept} ({tokens} tokens)")
 
 
-TOKEN_RUNG = r"^(GPT-2|\+ RoPE|modern block|\+ Muon) +[\d,]+ +[\d.]+ \| +([\d. ]+?) +[\d.]+ +[+-][\d.]+ \|"
+TOKEN_RUNG = (
+    r"^(GPT-2|\+ RoPE|modern block|\+ Muon) +[\d,]+ +[\d.]+ \([\d-]+\) *\| +([\d. ]+?) +[\d.]+(?: +[+-][\d.]+)? +\|"
+)
 TOKEN_LABELS = ["GPT-2", "+ RoPE", "modern block", "+ Muon"]
+
+
+def cg_token_one_seed(nb):
+    text = output(nb, TOKEN_TABLE)
+    require("one seed (0): vs above is that seed's difference" in text, f"the token table says one seed: {text}")
+    require(
+        " of 1 " not in text and "largest difference between the seeds" not in text, f"no spread of one seed: {text}"
+    )
 
 
 def _token_ladder(nb) -> dict[str, list[float]]:
@@ -226,7 +313,8 @@ def _raise(label: str, by: float, cell: str = TABLE_CELL):
         values = " ".join(f"{float(v) + by:>7.3f}" for v in match.group(2).split())
         return match.group(0).replace(match.group(2), values, 1)
 
-    return Break(MARGIN, cell, rf"^({re.escape(label)} +[\d,]+ +[\d.]+ \| +)([\d. ]+?)(?= +[\d.]+ +[+-])", alter)
+    row = rf"^({re.escape(label)} +[\d,]+ +[\d.]+ \([\d-]+\) *\| +)([\d. ]+?)(?= +[\d.]+ +(?:[+-]|\|))"
+    return Break(MARGIN, cell, row, alter)
 
 
 CLAIMS = [
@@ -317,18 +405,71 @@ CLAIMS = [
         [Break(MARGIN, MUON, r"(after newton_schulz: from )\S+", r"\g<1>0.010")],
     ),
     Claim(
+        "Muon's step, with the learner's newton_schulz, has singular values near 1",
+        cg_muon_step,
+        [
+            Break(MARGIN, MUON, r"(learning rate: singular values from )\S+", r"\g<1>0.010"),
+            Break(EXACT, MUON, r"Running your `newton_schulz`", "Running the course's `newton_schulz`"),
+        ],
+    ),
+    Claim(
+        "through the cache the step is the whole sequence's; rotated at 0 (the classic bug) it moves by about its size",
+        cg_cache_bug,
+        [
+            Break(MARGIN, BUG, r"(?<=\(the classic bug\): )[\d.]+", "0.000"),
+            Break(MARGIN, BUG, r"(?<=rotated at position 7: )\S+", "3.1e-02"),
+            Break(EXACT, BUG, r"keys \(1, 2, 8, 8\)", "keys (1, 4, 8, 8)"),
+        ],
+    ),
+    Claim(
+        "a ModernGPT of the learner's blocks computes the course's logits; its KV cache generates recomputation's ids",
+        cg_your_blocks,
+        [
+            Break(MARGIN, YOUR_BLOCKS, r"(?<=largest difference in the logits: )\S+", "2.0e-01"),
+            Break(EXACT, YOUR_BLOCKS, r"recomputed without it: True", "recomputed without it: False"),
+        ],
+    ),
+    Claim(
+        "a random LlamaForCausalLM in the learner's classes: its logits, cached too, and its greedy ids, tied and not",
+        cg_llama_loaded,
+        [
+            Break(MARGIN, LOADED, r"(?m)(^tie_word_embeddings=True: largest logit difference )\S+;", r"\g<1>3.0e-02;"),
+            Break(MARGIN, LOADED, r"(?m)(^tie_word_embeddings=False: .*KV cache )\S+;", r"\g<1>2.0e-01;"),
+            Break(EXACT, LOADED, r"(?m)(^tie_word_embeddings=False: .*generate: )True", r"\g<1>False"),
+        ],
+    ),
+    Claim(
+        "offline the SmolLM2 cell says why it did not run; online it gives Hugging Face's ids",
+        cg_online,
+        [Break(EXACT, ONLINE, r"^SmolLM2-135M not loaded: ", "SmolLM2-135M loaded: ")],
+    ),
+    Claim(
+        "the table reads the seeds in pairs: the mean per-seed difference and in how many seeds a rung is lower",
+        cg_paired,
+        [Break(TABLE, TABLE_CELL, r"(?m)(^\+ RoPE .*[+-][\d.]+ +)2( of 2)", r"\g<1>0\2")],
+    ),
+    Claim(
+        "GPT-2's rung at 300 steps is only a little below the bigram floor (about 2.5)",
+        cg_floor,
+        [
+            Break(MARGIN, TABLE_CELL, r"(?<=GPT-2's mean minus the floor: )\S+", "-0.400"),
+            Break(MARGIN, TABLE_CELL, r"(?<=on these windows\): )[\d.]+", "3.100"),
+        ],
+    ),
+    Claim(
         "RoPE is the one large step (about 0.2 lower, every seed); Muon the second (lower than AdamW, every seed)",
         cg_rope_and_muon,
         [_raise("+ RoPE", 0.2), _raise("+ Muon", 0.15)],
     ),
     Claim("RMSNorm changes nothing measurable", cg_rms_norm_no_change, [_raise("+ RMSNorm", 0.1)]),
     Claim(
-        "SwiGLU, GQA, no biases and QK-norm move the loss less than luck; every rung from RoPE on is below GPT-2",
+        "SwiGLU, GQA, no biases and QK-norm each move the loss by a few hundredths; every rung from RoPE on is below "
+        "GPT-2",
         cg_small_changes,
         [_raise("+ GQA", 0.3), _raise("+ QK-norm", 0.4)],
     ),
     Claim(
-        "the ladder's rungs after GPT-2 are built from the learner's four answers when they pass their checks",
+        "the ladder's rungs after GPT-2 are built from the learner's answers when they pass their checks",
         cg_your_parts,
         [Break(EXACT, LADDER_CELL, r"your `rms_norm`", "the course's `rms_norm`")],
     ),
@@ -339,6 +480,11 @@ CLAIMS = [
             Break(MARGIN, TOKENS, r"[\d.]+(?= characters a token)", "4.10"),
             Break(EXACT, TOKENS, r"11,706(?= of GPT-2's)", "50,257"),
         ],
+    ),
+    Claim(
+        "the token ladder runs one seed, and its table says so instead of a spread between seeds",
+        cg_token_one_seed,
+        [Break(EXACT, TOKEN_TABLE, r"one seed \(0\)", "two seeds (0)")],
     ),
     Claim(
         "on tokens, RoPE and Muon pay again; the rest of the modern block costs about what RoPE gained",
