@@ -246,8 +246,15 @@ def pretrained_if_available(name: str = "gpt2", timeout: float = 3.0) -> tuple[A
     _checks.positive_number("timeout", timeout)
     from transformers import GPT2LMHeadModel
 
+    return from_hub(GPT2LMHeadModel, name, timeout)
+
+
+def from_hub(model_class: Any, name: str, timeout: float, **options: Any) -> tuple[Any | None, str]:
+    """`model_class.from_pretrained(name, **options)` in eval mode and how it was had, or (None, why not), without
+    hanging: the local Hugging Face cache first; then a download, but only when huggingface.co accepts a connection
+    within `timeout` seconds and HF_HUB_OFFLINE is not set (lessons 10, 12 and 13 run offline too)."""
     try:
-        return GPT2LMHeadModel.from_pretrained(name, local_files_only=True).eval(), "from the Hugging Face cache"
+        return model_class.from_pretrained(name, local_files_only=True, **options).eval(), "from the Hugging Face cache"
     except OSError:
         pass  # not cached here
     if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no", "off"):
@@ -257,6 +264,6 @@ def pretrained_if_available(name: str = "gpt2", timeout: float = 3.0) -> tuple[A
     except OSError as error:
         return None, f"{name} is not in the Hugging Face cache and huggingface.co cannot be reached ({error})"
     try:
-        return GPT2LMHeadModel.from_pretrained(name).eval(), "downloaded from the Hugging Face Hub"
+        return model_class.from_pretrained(name, **options).eval(), "downloaded from the Hugging Face Hub"
     except OSError as error:  # e.g. a proxy that lets the connection through but not the download
         return None, f"the download of {name} failed ({error})"

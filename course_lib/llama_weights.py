@@ -25,14 +25,13 @@ Shape legend: L layers, H query heads, H_kv key/value heads, D head size, C d_mo
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from course_lib import _checks
+from course_lib.gpt2_weights import from_hub
 from course_lib.modern_gpt import ModernConfig
 
 __all__ = [
@@ -235,20 +234,4 @@ def pretrained_if_available(name: str = SMALL_LLAMA, timeout: float = 3.0) -> tu
     _checks.positive_number("timeout", timeout)
     from transformers import LlamaForCausalLM
 
-    try:
-        model = LlamaForCausalLM.from_pretrained(name, local_files_only=True, dtype=torch.float32)
-        return model.eval(), "from the Hugging Face cache"
-    except OSError:
-        pass  # not cached here
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no", "off"):
-        return None, f"{name} is not in the Hugging Face cache and HF_HUB_OFFLINE is set"
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
-    except OSError as error:
-        return None, f"{name} is not in the Hugging Face cache and huggingface.co cannot be reached ({error})"
-    try:
-        return LlamaForCausalLM.from_pretrained(
-            name, dtype=torch.float32
-        ).eval(), "downloaded from the Hugging Face Hub"
-    except OSError as error:  # e.g. a proxy that lets the connection through but not the download
-        return None, f"the download of {name} failed ({error})"
+    return from_hub(LlamaForCausalLM, name, timeout, dtype=torch.float32)
