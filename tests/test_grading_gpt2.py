@@ -1017,13 +1017,13 @@ def test_every_wrong_mapping_the_grader_names_moves_the_logits_far_past_the_tole
     # A named mistake must be told apart from the right load (and from the others) by much more than rounding.
     case = tuple(case)
     state, idx, expected = weights_grading._hf_case(case)
-    right = weights_grading._logits_of(weights_grading._loaded(case, state), idx)
+    right = weights_grading.logits_of(weights_grading._loaded(case, state), idx)
     assert (right - expected).abs().max().item() < 1e-4
     outputs = {}
     for key, _ in weights_grading._MISTAKES:
         if key == "tables_swapped" and case[3] != case[4]:
             continue  # the swapped tables do not fit this case
-        outputs[key] = weights_grading._logits_of(weights_grading._wrong_load(case, state, key), idx)
+        outputs[key] = weights_grading.logits_of(weights_grading._wrong_load(case, state, key), idx)
         assert (outputs[key] - expected).abs().max().item() > 0.1, key
     keys = list(outputs)
     for i, a in enumerate(keys):

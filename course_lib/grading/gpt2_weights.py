@@ -213,7 +213,8 @@ _MISTAKES: list[tuple[str, str]] = [
 ]
 
 
-def _close(a: Any, b: Tensor) -> bool:
+def logits_close(a: Any, b: Tensor) -> bool:
+    """Whether `a` is a float tensor of `b`'s shape within the contract's tolerance of it."""
     return (
         isinstance(a, Tensor)
         and tuple(a.shape) == tuple(b.shape)
@@ -222,7 +223,8 @@ def _close(a: Any, b: Tensor) -> bool:
     )
 
 
-def _logits_of(model: nn.Module, idx: Tensor) -> Tensor:
+def logits_of(model: nn.Module, idx: Tensor) -> Tensor:
+    """The logits a course-shaped model returns first for `idx`, without gradients."""
     with torch.no_grad():
         return model(idx)[0]
 
@@ -314,12 +316,12 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
         )
     out = call_without_grad(name, model, idx, what=f"the model's forward after {what}", guard=False)
     logits = out[0] if isinstance(out, tuple) and out else out
-    if _close(logits, expected):
+    if logits_close(logits, expected):
         return
-    if _close(logits, _logits_of(_model_of(case), idx)):
+    if logits_close(logits, logits_of(_model_of(case), idx)):
         raise GradingError(name, f"after {what} the model computes what it computed before: nothing was loaded.")
-    variants = [(lambda m=m: _logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
-    mistake = find_mistake(variants, lambda v: _close(logits, v), lambda v: _close(v, expected))
+    variants = [(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
+    mistake = find_mistake(variants, lambda v: logits_close(logits, v), lambda v: logits_close(v, expected))
     if mistake is not None:
         raise GradingError(name, f"after {what}: {mistake}")
     wrong = _first_wrong_weight(case, state, model.state_dict())

@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from course_lib import llama_weights as ref
 from course_lib.grading.attention_common import call_without_grad, keeps_rng
-from course_lib.grading.gpt2_weights import is_same
+from course_lib.grading.gpt2_weights import is_same, logits_close, logits_of
 from course_lib.grading.kit import core
 from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, tagged_cases
 from course_lib.grading.kit.diagnose import find_mistake
@@ -48,7 +48,6 @@ _CASES: list = [
     (2, 2, 2, 12, 16, 25, True, "inv_freq", 2),
 ]
 _CONTEXT = 10  # positions of the ids the logits are compared on
-_ATOL = 1e-4  # the contract's: fp32 logits within 1e-4 of Hugging Face's
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -214,20 +213,6 @@ _MISTAKES: list[tuple[str, str]] = [
 ]
 
 
-def _close(a: Any, b: Tensor) -> bool:
-    return (
-        isinstance(a, Tensor)
-        and tuple(a.shape) == tuple(b.shape)
-        and a.is_floating_point()
-        and torch.allclose(a.float(), b, atol=_ATOL, rtol=0)
-    )
-
-
-def _logits_of(model: nn.Module, idx: Tensor) -> Tensor:
-    with torch.no_grad():
-        return model(idx)[0]
-
-
 def _first_wrong_weight(case: tuple, state: dict[str, Tensor], got_state: Any) -> str | None:
     """The first parameter of the answer's model that does not hold what its Llama weights should give it."""
     if not isinstance(got_state, dict):
@@ -304,12 +289,12 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
         )
     out = call_without_grad(name, model, idx, what=f"the model's forward after {what}", guard=False)
     logits = out[0] if isinstance(out, tuple) and out else out
-    if _close(logits, expected):
+    if logits_close(logits, expected):
         return
-    if _close(logits, _logits_of(llama_to_load(case), idx)):
+    if logits_close(logits, logits_of(llama_to_load(case), idx)):
         raise GradingError(name, f"after {what} the model computes what it computed before: nothing was loaded.")
-    variants = [(lambda m=m: _logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
-    mistake = find_mistake(variants, lambda v: _close(logits, v), lambda v: _close(v, expected))
+    variants = [(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
+    mistake = find_mistake(variants, lambda v: logits_close(logits, v), lambda v: logits_close(v, expected))
     if mistake is not None:
         raise GradingError(name, f"after {what}: {mistake}")
     wrong = _first_wrong_weight(case, state, model.state_dict())
