@@ -138,8 +138,8 @@ c.Autograde.autograde_preprocessors = [
 # and a failing hidden test's traceback would quote its failing line, so that is cut to the message. Long
 # messages wrap at the page's edge.
 # The feedback pages are nbgrader's, from an exporter that converts each Markdown text of the lesson once per process
-# instead of once per student (course_lib/workflow/nbgrader_plugins/feedback_exporter.py): the same pages, byte for
-# byte.
+# instead of once per student (course_lib/workflow/nbgrader_plugins/feedback_exporter.py), and skips nbconvert's
+# re-parse of a finished page where it would change nothing (offline_math.py): the same documents.
 c.GenerateFeedback.exporter_class = FeedbackExporter
 c.GenerateFeedback.preprocessors = [
     GetGrades,

@@ -7,7 +7,8 @@ a lesson), `TrustedVerdicts` (trusted_verdicts.py: every test cell's verdict rea
 `SaveAutoGradesInOneCommit` (save_grades.py);
 generate_assignment: `InlineImages` (inline_images.py: diagrams as data: URIs; formgrader writes elsewhere);
 generate_feedback: `HideHiddenTestTracebacks`, `WrapLongLines`, and the `FeedbackExporter` (feedback_exporter.py),
-an `OfflineMathExporter` (offline_math.py: formulas as MathML, no MathJax from a CDN).
+an `OfflineMathExporter` (offline_math.py: formulas as MathML, no MathJax from a CDN; nbconvert's second pass over
+the page only where it changes something).
 What they share (the notes at the top of a graded notebook, the gradebook's flag, the process's trusted grader):
 common.py.
 
