@@ -69,15 +69,15 @@ def with_answer(nb, name: str, code: str):
     return nb
 
 
-def execute(nb, timeout: int, folder: Path | None = None, **options) -> None:
-    """Run `nb` top to bottom in a python3 kernel (in `folder`), as nbclient does, raising CellExecutionError on the
-    first error; with a watchful kernel client (course_lib/workflow/kernels.py), so a reply whose wake-up zmq missed
-    costs a second, not the whole per-cell `timeout`."""
+def execute(nb, timeout: int, folder: Path | None = None, kernel_name: str = "python3", **options) -> None:
+    """Run `nb` top to bottom in a `kernel_name` kernel (in `folder`), as nbclient does, raising CellExecutionError
+    on the first error; with a watchful kernel client (course_lib/workflow/kernels.py), so a reply whose wake-up zmq
+    missed costs a second, not the whole per-cell `timeout`."""
     resources = {"metadata": {"path": str(folder)}} if folder is not None else {}
     NotebookClient(
         nb,
         timeout=timeout,
-        kernel_name="python3",
+        kernel_name=kernel_name,
         kernel_manager_class=WatchfulKernelManager,
         resources=resources,
         **options,
@@ -164,3 +164,13 @@ def printed(nb, marker: str) -> str:
     (cell,) = [c for c in nb.cells if c.cell_type == "code" and marker in c.source]
     assert not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+_READ_FROM = re.compile(r"Lesson \d\d read from ")
+
+
+def banner(nb, marker: str) -> str:
+    """`printed(nb, marker)` without the lines that say from which of several saved copies a lesson was read (they
+    name where the learner keeps them)."""
+    lines = printed(nb, marker).splitlines(keepends=True)
+    return "".join(line for line in lines if not _READ_FROM.match(line))

@@ -14,15 +14,12 @@ download or reinstall torch — or anything else — fails the test, and with `P
 installed, which must be `course_lib` alone. The lesson's data files are committed in `data/`, so the clone
 has them: downloads go to an unreachable proxy, and no mirror is given.
 
-The lessons that run the learner's classes of earlier lessons (06, 07, 09, 10, 11 and 12) are executed in a kernel of
-such an interpreter, working in a stand-in `/content` (a temporary folder) that holds the course (this checkout's
-files, as the set-up cell's clone would) and Google Drive's mount point. `google.colab` is faked in the kernel's
-first cell: its `drive.mount` links a folder playing the learner's Drive into the mount point, as Colab's dialog
-does once the learner allows it, or raises as Colab does when the learner refuses. The Drive holds the learner's
-saved lessons under Colab's own names ("Copy of 05_multi_head_attention.ipynb", a second "Copy of ... (1)"), or
-nothing. Of each lesson only the cells that choose the classes run: the set-up cell, the import cell and the cell
-that calls `your_code`; the six lessons run one after the other in one kernel, as one Colab session would.
-What the stand-in cannot show: Colab's own dialog, its Drive file system, and its packages at the time of a run.
+The lessons that run the learner's classes of earlier lessons (06, 07, 09, 10, 11, 12 and 13) are run here in a kernel
+of such an interpreter, working in a stand-in `/content` with the learner's Google Drive faked (tests/colab.py): of
+each lesson only the cells that choose the classes run (the set-up cell, the import cell and the cell that calls
+`your_code`), the lessons one after the other in one kernel, as one Colab session would, with the Drive holding
+several copies of a lesson, or nothing, or refused. Each of those lessons is also executed whole on the stand-in,
+its earlier lessons solved in the Drive (tests/test_notebooks_execute.py).
 """
 
 from __future__ import annotations
@@ -33,20 +30,26 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from course_lib import manifest
 from course_lib.workflow.course import SETUP_ID, repo_url
-from course_lib.workflow.kernels import WatchfulKernelManager
-from tests.nbtools import ROOT, grade_id, read, release_path, solved
+from tests.colab import (
+    KERNEL,
+    REPO,
+    YOURS,
+    colab_environment,
+    drive_folder,
+    make_content,
+    new_session,
+    on_colab,
+    standin_python,
+)
+from tests.nbtools import execute, grade_id, read, release_path, solved
 
-REPO = ROOT.parent
 LESSON = "02_embeddings"  # a lesson that needs three data files
 pytestmark = [
     pytest.mark.slow,
@@ -74,18 +77,7 @@ def _colab_cell(lesson: str, clone: Path) -> str:
 @pytest.fixture
 def colab_python(tmp_path) -> Path:
     """A Python with this project's dependencies pre-installed (torch 2.13.0 among them) but not course_lib."""
-    return _standin_python(tmp_path / "colab-env")
-
-
-def _standin_python(env_dir: Path) -> Path:
-    venv.create(env_dir, with_pip=False)
-    python = env_dir / "bin" / "python"
-    site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True
-    ).stdout.strip()
-    # A plain path line: the packages are importable, but .pth files there (our editable course_lib) are not run.
-    Path(site, "preinstalled.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
+    return standin_python(tmp_path / "colab-env")
 
 
 def test_the_colab_branch_installs_the_course_without_touching_torch_and_finds_the_data(colab_python, tmp_path):
@@ -160,50 +152,13 @@ def test_on_colab_the_last_cell_grades_the_notebook_the_browser_holds(monkeypatc
 
 RUNS_EARLIER = [entry.id for entry in manifest.LESSONS if entry.your_lessons]
 SAVED = sorted({earlier for entry in manifest.LESSONS for earlier in entry.your_lessons})
-FAKE_COLAB = """\
-import os, sys, types
-
-class MessageError(RuntimeError):  # what google.colab raises when the learner refuses the dialog
-    pass
-
-def mount(mountpoint, force_remount=False, timeout_ms=120000, readonly=False):
-    print(f"[stand-in] drive.mount({{mountpoint!r}})")
-    if {refuse!r}:
-        raise MessageError("Error: credential propagation was unsuccessful")
-    os.makedirs(mountpoint, exist_ok=True)
-    os.symlink({drive!r}, os.path.join(mountpoint, "MyDrive"))
-
-colab = types.ModuleType("google.colab")
-colab.drive = types.SimpleNamespace(mount=mount)
-sys.modules["google.colab"] = colab
-"""
 
 
 @pytest.fixture(scope="module")
 def content(tmp_path_factory) -> Path:
     """A stand-in /content: the course in course/ (this checkout's files, what the set-up cell's clone holds), and a
     kernel of a stand-in Colab interpreter (`colab-standin`, on JUPYTER_PATH while a test runs)."""
-    root = tmp_path_factory.mktemp("colab")
-    files = (
-        subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True
-        )
-        .stdout.decode()
-        .split("\0")
-    )
-    for name in filter(None, files):
-        source, target = REPO / name, root / "content" / "course" / name
-        if source.is_file():  # a file deleted in the checkout but still tracked is not there
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    python = _standin_python(root / "colab-env")
-    spec = root / "jupyter" / "kernels" / "colab-standin"
-    spec.mkdir(parents=True)
-    argv = [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": "Colab stand-in", "language": "python"})
-    )
-    return root / "content"
+    return make_content(tmp_path_factory.mktemp("colab"))
 
 
 def _choosing_cells(lesson: str, content: Path) -> list:
@@ -211,7 +166,7 @@ def _choosing_cells(lesson: str, content: Path) -> list:
     and the cell that calls your_code."""
     cells = read(release_path(lesson)).cells
     at = next(i for i, c in enumerate(cells) if grade_id(c) == SETUP_ID)
-    setup = nbformat.v4.new_code_cell(cells[at].source.replace("/content", str(content)))
+    setup = on_colab(cells[at], content)
     chosen = next(c for c in cells if c.cell_type == "code" and "your_code(" in c.source)
     imports = cells[at + 1]
     return [setup, imports] + ([] if chosen is imports else [chosen])
@@ -223,28 +178,12 @@ def _run_on_colab(
     """Execute the choosing cells of `lessons` (default: every lesson that runs earlier answers), in one stand-in
     Colab kernel, with `saved` ({file name: notebook}) in the learner's Drive folder; {lesson: [what each of its
     cells printed]}."""
-    drive = tmp_path / "drive"  # the learner's Google Drive
-    (drive / "Colab Notebooks").mkdir(parents=True)
-    for i, (name, nb) in enumerate(saved.items()):
-        path = drive / "Colab Notebooks" / name
-        nbformat.write(nb, path)
-        os.utime(path, (1_000_000 + i, 1_000_000 + i))  # saved in this order
-    shutil.rmtree(content / "drive", ignore_errors=True)  # not mounted yet: a new Colab session
-    fake = nbformat.v4.new_code_cell(FAKE_COLAB.format(refuse=refuse, drive=str(drive)))
+    fake = new_session(content, tmp_path / "drive", saved, refuse)  # the learner's Google Drive, not yet mounted
     lessons = {lesson: _choosing_cells(lesson, content) for lesson in lessons}
     nb = nbformat.v4.new_notebook(cells=[fake, *(c for cells in lessons.values() for c in cells)])
-    for name in ("COURSE_WORK_DIR", "COURSE_DRIVE_DIR", "NBGRADER_EXECUTION", "COURSE_SMALL_RUN", "PYTHONPATH"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COURSE_SELF_GRADE", "off")
-    monkeypatch.setenv("JUPYTER_PATH", str(content.parent / "jupyter"))
-    client = NotebookClient(
-        nb,
-        timeout=600,  # a backstop for a hung cell, never reached by a slow one
-        kernel_name="colab-standin",
-        kernel_manager_class=WatchfulKernelManager,
-        resources={"metadata": {"path": str(content)}},  # Colab's working folder
-    )
-    client.execute()
+    colab_environment(monkeypatch, content)
+    # Colab's working folder; a backstop of 600 s for a hung cell, never reached by a slow one
+    execute(nb, timeout=600, folder=content, kernel_name=KERNEL)
     printed = {}
     for lesson, cells in lessons.items():
         printed[lesson] = []
@@ -256,23 +195,6 @@ def _run_on_colab(
     return printed
 
 
-# What each lesson's banner says when the learner's classes all passed their checks there.
-YOURS = {
-    "06_transformer_blocks": "Running your `MultiHeadAttention` (lesson 05).",
-    "07_encoder_decoder": "Running your `PositionEncoding` (lesson 03); your `MultiHeadAttention` (lesson 05); your "
-    "`EncoderLayer` (lesson 06).",
-    "09_char_gpt": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06).",
-    "10_gpt2": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
-    "your `GPT` (lesson 09).",
-    "11_gpt2_training_gpu": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` "
-    "(lesson 06); your `GPT` (lesson 09).",
-    "12_beyond_gpt2": "Running your `apply_rope` (lesson 03); your `MultiHeadAttention` (lesson 05); your "
-    "`TransformerBlock` (lesson 06); your `GPT` (lesson 09).",
-    "13_what_attention_learned": "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, "
-    "`TransformerBlock` (lesson 06); your `GPT` (lesson 09); your `load_gpt2_weights` (lesson 10).",
-}
-
-
 def test_on_colab_the_lessons_run_the_learners_classes_from_their_copies_in_drive(tmp_path, monkeypatch, content):
     assert sorted(YOURS) == RUNS_EARLIER
     lesson_05 = "05_multi_head_attention"
@@ -280,7 +202,7 @@ def test_on_colab_the_lessons_run_the_learners_classes_from_their_copies_in_driv
     saved |= {f"Copy of {lesson}.ipynb": solved(lesson) for lesson in SAVED if lesson != lesson_05}
     saved[f"Copy of {lesson_05} (1).ipynb"] = solved(lesson_05)  # saved again later, answers written: the one read
     printed = _run_on_colab(tmp_path, monkeypatch, content, saved)
-    folder = content / "drive" / "MyDrive" / "Colab Notebooks"
+    folder = drive_folder(content)
     read_from = f"Lesson 05 read from Copy of {lesson_05} (1).ipynb, the most recently saved of 2 copies in {folder}."
     for lesson, (setup, *rest) in printed.items():
         assert f"**Google Drive:** mounted; your copies of earlier lessons are read from `{folder}`" in setup, setup
@@ -303,7 +225,7 @@ def test_on_colab_with_nothing_in_drive_each_banner_says_what_to_do(tmp_path, mo
         advice = [line for line in lines if line.startswith("To run yours:")]
         assert len(advice) == 1, (lesson, banner)
         assert "File > Save a copy in Drive" in advice[0], advice
-        assert f"(copies are looked for in {content / 'drive' / 'MyDrive' / 'Colab Notebooks'})" in advice[0], advice
+        assert f"(copies are looked for in {drive_folder(content)})" in advice[0], advice
         assert all(number in advice[0] for number in numbers), (lesson, advice)
 
 

@@ -1,23 +1,23 @@
 """Lesson 07 trains the learner's own encoder-decoder: their `EncoderDecoderTransformer` of exercise 1, built from
 their lesson 06 `EncoderLayer` and their lesson 03 `PositionEncoding`.
 
+With everything solved, the banners name their positions, attention, encoder layer and model, the model trained is
+their class built from their layers, and the lesson trains and decodes with it (`learners_classes_ran`, checked on
+the lesson's one full run, on the Colab stand-in with their copies in Drive: tests/test_notebooks_execute.py).
 Executed as a learner runs it, next to their saved lessons 03, 05 and 06 (a fresh work folder, `COURSE_WORK_DIR`):
-with everything solved, the banners name their positions, attention, encoder layer and model, the model trained is
-their class built from their layers, and the lesson trains and decodes with it. With an encoder layer that fails its
-visible check (the padding mask ignored), their model is built from the course's layer and the banner says why, and
-that the learner's attention, which it was built on, does not run. With a model that fails its own visible check
-(cross-attention without the source's mask), the course's model trains, built from the course's classes, and the
-banner says why and which of the learner's classes it leaves out. All at the lesson's smallest sizes
-(COURSE_SMALL_RUN) and up to the greedy decoding of section 6: they are about the choice of classes; the
-instructor's run of the whole lesson (tests/test_notebooks_execute.py) checks what its text says of the numbers.
-"""
+with an encoder layer that fails its visible check (the padding mask ignored), their model is built from the
+course's layer and the banner says why, and that the learner's attention, which it was built on, does not run. With
+a model that fails its own visible check (cross-attention without the source's mask), the course's model trains,
+built from the course's classes, and the banner says why and which of the learner's classes it leaves out. Both at
+the lesson's smallest sizes (COURSE_SMALL_RUN) and up to the greedy decoding of section 6: they are about the choice
+of classes."""
 
 from __future__ import annotations
 
 import pytest
 
 from course_lib.workflow.course import grade_id
-from tests.nbtools import printed, read, run_beside, solved, source_path, with_answer
+from tests.nbtools import banner, printed, read, run_beside, solved, source_path, with_answer
 
 pytestmark = pytest.mark.slow
 
@@ -51,10 +51,12 @@ def _errors(nb, but=None) -> list:
     ]
 
 
-def test_a_learner_who_solved_03_05_06_and_07_trains_their_own_model_of_their_own_layers(tmp_path, monkeypatch):
-    nb = _run(tmp_path, monkeypatch, {lesson: solved(lesson) for lesson in EARLIER})
-    assert printed(nb, IMPORTS).strip() == YOURS + "."
-    assert printed(nb, CHOICE).strip() == YOURS + "; your `EncoderDecoderTransformer` (lesson 07)."
+def learners_classes_ran(nb) -> None:
+    """What the lesson's full run shows when the learner solved lessons 03, 05, 06 and 07 (that run is the lesson's
+    run on the Colab stand-in, their copies in Drive: tests/test_notebooks_execute.py): their model of their own
+    layers trains and decodes."""
+    assert banner(nb, IMPORTS).strip() == YOURS + "."
+    assert banner(nb, CHOICE).strip() == YOURS + "; your `EncoderDecoderTransformer` (lesson 07)."
     model = printed(nb, MODEL)
     assert "your EncoderDecoderTransformer\n" in model
     assert "the encoder's layers: your_06_transformer_blocks EncoderLayer" in model

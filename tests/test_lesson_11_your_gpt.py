@@ -1,12 +1,13 @@
-"""Lesson 11 trains the learner's own GPT: executed as a learner would run it, next to their saved lessons.
+"""Lesson 11 trains the learner's own GPT.
 
-A learner who solved lessons 05, 06 and 09 (their notebooks saved in a fresh work folder, `COURSE_WORK_DIR`) runs
-lesson 11's CPU smoke path: the run trains their lesson 09 `GPT` (on their blocks and attention) at the smoke run's
-size with GPT-2's initialisation, the lines above the run say so, the course's GPT2 is timed beside it and the cost
-is printed (never asserted), and the resumed run equals the uninterrupted one. With a lesson 09 `GPT` that fails its
-visible check, the course's GPT2 trains and the banner says why (at the smallest sizes: that run is about the choice
-of model, not about the numbers). The command line's smoke run, as `python -m course_lib train run --smoke`, trains
-their GPT too."""
+A learner who solved lessons 05, 06 and 09 runs lesson 11's CPU smoke path: the run trains their lesson 09 `GPT` (on
+their blocks and attention) at the smoke run's size with GPT-2's initialisation, the lines above the run say so, the
+course's GPT2 is timed beside it and the cost is printed (never asserted), and the resumed run equals the
+uninterrupted one (`learners_classes_ran`, checked on the lesson's one full run, on the Colab stand-in with their
+copies in Drive: tests/test_notebooks_execute.py). Executed next to the learner's saved lessons (a fresh work folder,
+`COURSE_WORK_DIR`) with a lesson 09 `GPT` that fails its visible check, the course's GPT2 trains and the banner says
+why (at the smallest sizes: that run is about the choice of model, not about the numbers). The command line's smoke
+run, as `python -m course_lib train run --smoke`, trains their GPT too."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 from course_lib.train_data import prepare_tiny_shakespeare
 from course_lib.workflow.course import grade_id
 from tests.claims import l11_gpt2_training_gpu as claims
-from tests.nbtools import printed, run_beside, save_lessons, solved_earlier, with_answer
+from tests.nbtools import banner, printed, run_beside, save_lessons, solved_earlier, with_answer
 
 pytestmark = pytest.mark.slow
 
@@ -34,9 +35,11 @@ def _run(tmp_path, monkeypatch, earlier: dict, small: bool):
     return run_beside(tmp_path, monkeypatch, LESSON, earlier, small=small)
 
 
-def test_a_learner_who_solved_05_06_and_09_trains_their_own_gpt(tmp_path, monkeypatch):
-    nb = _run(tmp_path, monkeypatch, {lesson: solved_earlier(lesson) for lesson in EARLIER}, small=False)
-    first, second = printed(nb, claims.YOUR_MODEL).strip().splitlines()
+def learners_classes_ran(nb) -> None:
+    """What the lesson's CPU smoke run shows when the learner solved lessons 05, 06 and 09 (that run is the lesson's
+    run on the Colab stand-in, their copies in Drive: tests/test_notebooks_execute.py): their GPT trains, is timed
+    beside the course's GPT2, and resumes exactly."""
+    first, second = banner(nb, claims.YOUR_MODEL).strip().splitlines()
     assert first == (
         "Running your `MultiHeadAttention` (lesson 05); your `FeedForward`, `TransformerBlock` (lesson 06); "
         "your `GPT` (lesson 09)."
