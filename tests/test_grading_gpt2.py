@@ -174,6 +174,16 @@ _SPLIT = "        q = q.view(B, T, H, C // H).transpose(1, 2)\n"
 MISTAKES = [
     # load_gpt2_weights
     mistake(
+        LOAD, "            param.copy_(source)", "            pass", "nothing was loaded", id="load-nothing-copied"
+    ),
+    mistake(
+        LOAD,
+        "            param.copy_(source)",
+        "            param.copy_(source * 1.5 if param.dim() == 1 else source)",
+        ("logits are not the Hugging Face model's", "does not hold", "Conv1D"),
+        id="load-a-wrong-weight-no-known-mistake-explains",
+    ),
+    mistake(
         LOAD,
         '(f"blocks.{i}.attn.out_proj.weight", f"h.{i}.attn.c_proj.weight", True)',
         '(f"blocks.{i}.attn.out_proj.weight", f"h.{i}.attn.c_proj.weight", False)',

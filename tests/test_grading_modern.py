@@ -616,6 +616,20 @@ MISTAKES += [
     # load_llama_weights
     mistake(
         LOAD,
+        "            target.copy_(pairs(source, heads[0]) if heads else source)",
+        "            pass",
+        "nothing was loaded",
+        id="load-nothing-copied",
+    ),
+    mistake(
+        LOAD,
+        "if heads else source)",
+        "if heads else (source * 1.5 if source.dim() == 1 else source))",
+        ("logits are not the Hugging Face model's", "does not hold", "permuted head by head"),
+        id="load-a-wrong-weight-no-known-mistake-explains",
+    ),
+    mistake(
+        LOAD,
         _PAIRS,
         "out[h * D + 2 * i] = w[h * D + 2 * i]\n                out[h * D + 2 * i + 1] = w[h * D + 2 * i + 1]",
         "copied as they are",

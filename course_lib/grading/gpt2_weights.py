@@ -35,7 +35,16 @@ from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label
 from course_lib.grading.kit.diagnose import find_mistake
 from course_lib.grading.kit.guard import check_definition
 
-__all__ = ["check_load_gpt2_weights", "gpt_to_load", "is_same", "head_is_tied"]
+__all__ = [
+    "check_load_gpt2_weights",
+    "expect_model_returned",
+    "gpt_to_load",
+    "head_is_tied",
+    "is_same",
+    "judge_loaded_model",
+    "logits_close",
+    "logits_of",
+]
 
 # (n_layers, n_heads, d_model, vocab_size, context_length, extras, seed). extras: "head" (lm_head.weight in the state
 # dict, as GPT2LMHeadModel has it), "no head" (without it) or "old buffers" (with the attn.bias / attn.masked_bias
@@ -274,7 +283,8 @@ _HINTS: list[tuple[Callable[[str], bool], str]] = [
 ]
 
 
-def _expect_result(name: Graded, what: str, got: Any, model: Any) -> None:
+def expect_model_returned(name: Graded, what: str, got: Any, model: Any) -> None:
+    """A loader returns the model it was given (`model`), loaded in place."""
     if got is None:
         raise GradingError(name, f"{what} returned None: return the model (the one passed in, now loaded).")
     if not core.is_instance(got, nn.Module):
@@ -306,7 +316,7 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
     with torch.enable_grad():  # as the lesson calls it: the copies must not be recorded by autograd
         got = core.call_answer(name, answer, model, given, what=what, hints=_HINTS)
     _expect_state_unchanged(name, what, given, state)
-    _expect_result(name, what, got, model)
+    expect_model_returned(name, what, got, model)
     if not core.make(model, head_is_tied, model):
         raise GradingError(
             name,
@@ -314,22 +324,49 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
             "into the parameters that are there (param.copy_(tensor) under torch.no_grad()) instead of assigning "
             "new ones; the head then gets transformer.wte.weight through the token table.",
         )
+    judge_loaded_model(
+        name,
+        what,
+        model,
+        idx,
+        expected,
+        unloaded=lambda: logits_of(_model_of(case), idx),
+        variants=[(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES],
+        first_wrong=lambda: _first_wrong_weight(case, state, model.state_dict()) if tag is None else None,
+        advice="transposing the four Conv1D matrices of each block",
+    )
+
+
+def judge_loaded_model(
+    name: Graded,
+    what: str,
+    model: Any,
+    idx: Tensor,
+    expected: Tensor,
+    unloaded: Callable[[], Tensor],
+    variants: list[tuple[Callable[[], Tensor], str]],
+    first_wrong: Callable[[], str | None],
+    advice: str,
+) -> None:
+    """The verdict on a model after a loader ran (`what`), from its logits for `idx`: Hugging Face's (`expected`)
+    pass; the model's before loading (`unloaded()`) mean nothing was loaded; one of `variants` (the logits of a known
+    wrong load, and the mistake's words) names that mistake; otherwise the first wrong weight (`first_wrong()`, or
+    None) and `advice` on copying by the name table. Lessons 10 (GPT-2) and 12 (Llama) judge their loaders so."""
     out = call_without_grad(name, model, idx, what=f"the model's forward after {what}", guard=False)
     logits = out[0] if isinstance(out, tuple) and out else out
     if logits_close(logits, expected):
         return
-    if logits_close(logits, logits_of(_model_of(case), idx)):
+    if logits_close(logits, unloaded()):
         raise GradingError(name, f"after {what} the model computes what it computed before: nothing was loaded.")
-    variants = [(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
     mistake = find_mistake(variants, lambda v: logits_close(logits, v), lambda v: logits_close(v, expected))
     if mistake is not None:
         raise GradingError(name, f"after {what}: {mistake}")
-    wrong = _first_wrong_weight(case, state, model.state_dict())
-    detail = f" {wrong}" if wrong and tag is None else ""
+    wrong = first_wrong()
+    detail = f" {wrong}" if wrong else ""
     raise GradingError(
         name,
         f"after {what} the model's logits are not the Hugging Face model's.{detail} Copy every weight by the name "
-        f"table, transposing the four Conv1D matrices of each block.",
+        f"table, {advice}.",
     )
 
 

@@ -29,11 +29,10 @@ import torch
 from torch import Tensor, nn
 
 from course_lib import llama_weights as ref
-from course_lib.grading.attention_common import call_without_grad, keeps_rng
-from course_lib.grading.gpt2_weights import is_same, logits_close, logits_of
+from course_lib.grading.attention_common import keeps_rng
+from course_lib.grading.gpt2_weights import expect_model_returned, judge_loaded_model, logits_of
 from course_lib.grading.kit import core
-from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, describe, tagged_cases
-from course_lib.grading.kit.diagnose import find_mistake
+from course_lib.grading.kit.core import Graded, GradingError, Passed, call_label, tagged_cases
 from course_lib.grading.kit.guard import check_definition
 from course_lib.modern_gpt import ModernConfig, ModernGPT
 
@@ -249,17 +248,6 @@ _HINTS: list[tuple[Callable[[str], bool], str]] = [
 ]
 
 
-def _expect_result(name: Graded, what: str, got: Any, model: Any) -> None:
-    if got is None:
-        raise GradingError(name, f"{what} returned None: return the model (the one passed in, now loaded).")
-    if not core.is_instance(got, nn.Module):
-        raise GradingError(name, f"{what} should return the model, got {core.type_name(got)}: {describe(got)}.")
-    if not core.make(model, is_same, got, model):
-        raise GradingError(
-            name, f"{what} returned another model: load the weights into `model` itself, in place, and return it."
-        )
-
-
 def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
     state, idx, expected = _hf_case(case)
     model = core.make(answer, llama_to_load, case)
@@ -274,7 +262,7 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
             f"{what} changed the state dict it was given (`{(changed or sorted(given.keys() ^ state.keys()))[0]}`). "
             "Leave it as it is: build new tensors (the permuted rows, the stacked q, k, v) instead.",
         )
-    _expect_result(name, what, got, model)
+    expect_model_returned(name, what, got, model)
     tied = case[6]
     if core.make(model, head_is_tied, model) != tied:
         raise GradingError(
@@ -287,22 +275,16 @@ def _load_one(name: Graded, answer: Any, tag: str | None, case: tuple) -> None:
                 else "this model's head is its own matrix (tie_word_embeddings=False): copy lm_head.weight into it."
             ),
         )
-    out = call_without_grad(name, model, idx, what=f"the model's forward after {what}", guard=False)
-    logits = out[0] if isinstance(out, tuple) and out else out
-    if logits_close(logits, expected):
-        return
-    if logits_close(logits, logits_of(llama_to_load(case), idx)):
-        raise GradingError(name, f"after {what} the model computes what it computed before: nothing was loaded.")
-    variants = [(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES]
-    mistake = find_mistake(variants, lambda v: logits_close(logits, v), lambda v: logits_close(v, expected))
-    if mistake is not None:
-        raise GradingError(name, f"after {what}: {mistake}")
-    wrong = _first_wrong_weight(case, state, model.state_dict())
-    detail = f" {wrong}" if wrong and tag is None else ""
-    raise GradingError(
+    judge_loaded_model(
         name,
-        f"after {what} the model's logits are not the Hugging Face model's.{detail} Copy every weight by the name "
-        "table, q_proj and k_proj permuted head by head.",
+        what,
+        model,
+        idx,
+        expected,
+        unloaded=lambda: logits_of(llama_to_load(case), idx),
+        variants=[(lambda m=m: logits_of(_wrong_load(case, state, m), idx), text) for m, text in _MISTAKES],
+        first_wrong=lambda: _first_wrong_weight(case, state, model.state_dict()) if tag is None else None,
+        advice="q_proj and k_proj permuted head by head",
     )
 
 
