@@ -61,6 +61,17 @@ def solved(lesson: str):
     return nb
 
 
+def with_hidden_tests(nb, lesson: str):
+    """A copy of `nb` (a notebook of `lesson`) whose test cells hold the instructor source's text, hidden tests
+    included, as nbgrader's autograde puts them back before the verdicts."""
+    tests = {grade_id(c): c.source for c in read(source_path(lesson)).cells if (grade_id(c) or "").startswith("test_")}
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if grade_id(cell) in tests:
+            cell.source = tests[grade_id(cell)]
+    return nb
+
+
 def with_answer(nb, name: str, code: str):
     nb = copy.deepcopy(nb)
     cells = [c for c in nb.cells if grade_id(c) == name]

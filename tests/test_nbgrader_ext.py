@@ -22,7 +22,7 @@ from course_lib.workflow.nbgrader_plugins import (
 )
 from course_lib.workflow.nbgrader_plugins.common import KERNEL_RAN
 from course_lib.workflow.trusted import CourseFiles, Grading, TrustedGrader
-from tests.nbtools import ROOT, grade_id, read, solved, source_path, with_answer
+from tests.nbtools import ROOT, grade_id, read, solved, source_path, with_answer, with_hidden_tests
 from tests.test_course import _Config
 from tests.test_nbgrader_roundtrip import ONE_WRONG
 
@@ -108,11 +108,7 @@ def _submission(tmp_path):
     """Lesson 00 with its known mistake, its hidden tests back in (as RestoreAndFlag puts them), and nbgrader's
     resources for it."""
     name, code, words = ONE_WRONG[LESSON]
-    nb = with_answer(solved(LESSON), name, code)
-    hidden = {grade_id(c): c.source for c in read(source_path(LESSON)).cells if grade_id(c)}
-    for cell in nb.cells:
-        if (grade_id(cell) or "").startswith("test_"):
-            cell.source = hidden[grade_id(cell)]
+    nb = with_hidden_tests(with_answer(solved(LESSON), name, code), LESSON)
     info = {"assignment": LESSON, "notebook": LESSON, "student": "s", "db_url": f"sqlite:///{tmp_path / 'gb.db'}"}
     return nb, {"nbgrader": info, "metadata": {"path": str(tmp_path)}}, name, words
 

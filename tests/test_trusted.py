@@ -22,7 +22,7 @@ from course_lib.grading.kit.codec import Handle, RemoteFailure
 from course_lib.grading.kit.sandbox import Limits
 from course_lib.workflow import trusted
 from tests.answers import SETATTR_CAUSAL
-from tests.nbtools import grade_id, read, source_path, with_answer
+from tests.nbtools import grade_id, read, with_answer, with_hidden_tests
 from tests.nbtools import solved as _solved
 
 LESSON = "04_attention"
@@ -219,12 +219,7 @@ HOSTILE = [
 
 def solved(lesson: str):
     """Reference answers, with test cells as nbgrader's autograde sees them (hidden tests put back)."""
-    nb = _solved(lesson)
-    tests = {grade_id(c): c.source for c in read(source_path(lesson)).cells if (grade_id(c) or "").startswith("test_")}
-    for cell in nb.cells:
-        if grade_id(cell) in tests:
-            cell.source = tests[grade_id(cell)]
-    return nb
+    return with_hidden_tests(_solved(lesson), lesson)
 
 
 def _tests_of(nb, exercise: str) -> list[str]:

@@ -61,7 +61,16 @@ from course_lib.workflow.course import REPO_ROOT
 from tests.benchmarks.bench_autograde import _run, copy_library, export_revision, per_submission_seconds
 from tests.benchmarks.class_steps import class_steps
 from tests.damaged import DAMAGES
-from tests.nbtools import LESSONS, ROOT, answer_names, grade_id, read, release_path, solved, source_path, with_answer
+from tests.nbtools import (
+    LESSONS,
+    ROOT,
+    answer_names,
+    read,
+    release_path,
+    solved,
+    with_answer,
+    with_hidden_tests,
+)
 from tests.test_nbgrader_roundtrip import HOSTILE_CODE, ONE_WRONG
 
 # nbgrader as it comes: its own preprocessors, a kernel for every submission, every cell run.
@@ -160,11 +169,7 @@ def per_lesson() -> None:
     grader = TrustedGrader()
     print("trusted grading of each lesson's reference answers (this process, median of 3):", flush=True)
     for lesson in LESSONS:
-        nb = solved(lesson)
-        hidden = {grade_id(c): c.source for c in read(source_path(lesson)).cells if grade_id(c)}
-        for cell in nb.cells:  # the hidden tests, as nbgrader puts them back before grading
-            if (grade_id(cell) or "").startswith("test_"):
-                cell.source = hidden[grade_id(cell)]
+        nb = with_hidden_tests(solved(lesson), lesson)
         seconds = []
         for _ in range(3):
             start = time.perf_counter()

@@ -25,7 +25,7 @@ import nbformat
 
 from course_lib.workflow import trusted
 from course_lib.workflow.selfgrade import grade_notebook
-from tests.nbtools import LESSONS, execute, grade_id, read, solved, source_path
+from tests.nbtools import LESSONS, execute, solved, source_path, with_hidden_tests
 
 
 def execute_seconds(lesson: str, save: Path | None = None) -> float:
@@ -50,11 +50,7 @@ def autograde_seconds(lesson: str) -> tuple[float, str]:
 
 
 def trusted_seconds(grader: trusted.TrustedGrader, lesson: str) -> float:
-    nb = solved(lesson)
-    tests = {grade_id(c): c.source for c in read(source_path(lesson)).cells if (grade_id(c) or "").startswith("test_")}
-    for cell in nb.cells:  # hidden tests put back, as nbgrader's autograde does before the verdicts
-        if grade_id(cell) in tests:
-            cell.source = tests[grade_id(cell)]
+    nb = with_hidden_tests(solved(lesson), lesson)
     started = time.perf_counter()
     grading = grader.grade(nb, lesson)
     assert all(v.passed for v in grading.verdicts.values()), lesson
