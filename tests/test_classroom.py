@@ -6,9 +6,11 @@ The whole path runs through real nbgrader in tests/test_class_command.py and tes
 from __future__ import annotations
 
 import os
+import re
 import runpy
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -52,6 +54,44 @@ def test_without_the_skip_the_import_happens():  # so the test above could fail
 
 def test_nbgrader_commands_that_never_grade_do_not_load_torch():
     assert _python("import sys, course_lib.workflow.nbgrader_plugins\nprint('torch' in sys.modules)") == "False"
+
+
+def test_a_new_gradebook_gets_nbgraders_schema_version_without_starting_alembic(tmp_path):
+    """nbgrader's own answer (an `alembic heads` process) is the version a gradebook made after
+    `read_schema_version_here()` holds; that gradebook was made with no `alembic` on the PATH, so it never asked one."""
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    asked = subprocess.run(
+        [sys.executable, "-c", "import nbgrader.api; print(nbgrader.api.get_alembic_version())"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        env=env,
+    ).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{12}", asked), asked
+    db = tmp_path / "gradebook.db"
+    code = (
+        "from course_lib.workflow.startup import read_schema_version_here; read_schema_version_here()\n"
+        "import sqlite3, nbgrader.api\n"
+        f"nbgrader.api.Gradebook('sqlite:///{db}').close()\n"
+        f"print(sqlite3.connect({str(db)!r}).execute('select version_num from alembic_version').fetchone()[0])"
+    )
+    no_alembic = dict(os.environ, PATH="/nonexistent")
+    made = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=no_alembic)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == asked
+
+
+def test_without_read_schema_version_here_nbgrader_starts_alembic(tmp_path):  # so the test above could fail
+    code = f"import nbgrader.api\nnbgrader.api.Gradebook('sqlite:///{tmp_path / 'gradebook.db'}').close()"
+    made = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PATH="/nonexistent"),
+    )
+    assert made.returncode != 0 and "alembic" in made.stderr
 
 
 def test_the_kernel_skips_the_import_and_binds_no_name():

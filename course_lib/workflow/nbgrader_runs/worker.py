@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from course_lib.workflow.startup import skip_slow_imports
+from course_lib.workflow.startup import read_schema_version_here, skip_slow_imports
 
 __all__ = ["Worker", "main", "plain_reason"]
 
@@ -227,6 +227,7 @@ class Worker:
 
 def main(argv: list[str] | None = None) -> int:
     skip_slow_imports()
+    read_schema_version_here()
     argv = list(sys.argv[1:] if argv is None else argv)
     options = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv
