@@ -7,6 +7,8 @@ Needs Debian's `chromium` (`.ci/run` installs it when it can); skipped with that
 
 from __future__ import annotations
 
+import http.cookiejar
+import json
 import os
 import shutil
 import socket
@@ -15,6 +17,7 @@ import sys
 import time
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,6 +29,7 @@ from tests.nbtools import ROOT, execute, grade_id, release_path, solved, stop_pr
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("lab"),  # one worker, one JupyterLab (the module's) for all of them
     pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)"),
 ]
 
@@ -93,19 +97,49 @@ def jupyter_lab(root: Path, env: dict[str, str] | None = None):
         stop_process_group(server)
 
 
-@pytest.fixture
-def lab(tmp_path):
+@dataclass
+class Lab:
+    """One JupyterLab serving `root` for the whole module; each test opens its files in a workspace of its own."""
+
+    url: str
+    root: Path
+    workspace: str = ""
+
+    def tree(self, name: str) -> str:
+        """The address that opens `name` in this test's workspace: a fresh one, so no tab of an earlier test is
+        reopened beside it."""
+        return f"{self.url}/lab/workspaces/{self.workspace}/tree/{quote(name)}"
+
+
+@pytest.fixture(scope="module")
+def lab_server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(CELL)]
     execute(nb, timeout=600)
-    nbformat.write(nb, tmp_path / "chart.ipynb")
+    nbformat.write(nb, root / "chart.ipynb")
     # A learner's finished lesson 00, saved under a name of their own: the self-grade cell must find *this* file.
-    nbformat.write(solved("00_welcome"), tmp_path / SAVED_AS)
-    shutil.copy(release_path("04_attention"), tmp_path / "04_attention.ipynb")
-    shutil.copy(release_path("00_welcome"), tmp_path / FRESH)  # a learner's untouched copy of lesson 00
-    shutil.copy(release_path("00_welcome"), tmp_path / UNSAVED)  # another, for the learner who forgets to save
-    with jupyter_lab(tmp_path) as url:
-        yield url
+    nbformat.write(solved("00_welcome"), root / SAVED_AS)
+    shutil.copy(release_path("04_attention"), root / "04_attention.ipynb")
+    shutil.copy(release_path("00_welcome"), root / FRESH)  # a learner's untouched copy of lesson 00
+    shutil.copy(release_path("00_welcome"), root / UNSAVED)  # another, for the learner who forgets to save
+    with jupyter_lab(root) as url:
+        yield Lab(url, root)
+
+
+@pytest.fixture
+def lab(lab_server, request):
+    """The module's JupyterLab, in a workspace named after the test; the kernels the test started are shut down
+    after it (closing the browser leaves them running, as it does for a learner)."""
+    yield Lab(lab_server.url, lab_server.root, request.node.name.removeprefix("test_")[:60])
+    # A request that changes something must carry the page's XSRF token (cookie and header), as the browser's do.
+    cookies = http.cookiejar.CookieJar()
+    client = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(cookies))
+    client.open(f"{lab_server.url}/lab", timeout=60).read()
+    xsrf = {"X-XSRFToken": next(c.value for c in cookies if c.name == "_xsrf")}
+    for session in json.load(client.open(f"{lab_server.url}/api/sessions", timeout=60)):
+        url = f"{lab_server.url}/api/sessions/{session['id']}"
+        client.open(urllib.request.Request(url, method="DELETE", headers=xsrf), timeout=60)
 
 
 @contextmanager
@@ -140,7 +174,7 @@ def test_altair_chart_renders_offline_and_nbgrader_extension_loads(lab):
     outside = []
     with _browser() as page:
         _refuse_outside(page, outside)
-        page.goto(f"{lab}/lab/tree/chart.ipynb")
+        page.goto(lab.tree("chart.ipynb"))
         page.wait_for_selector(".vega-embed svg, .vega-embed canvas", timeout=PATIENCE_MS)
         # nbgrader's JupyterLab extension adds a top-level "Nbgrader" menu.
         page.get_by_text("Nbgrader", exact=True).first.wait_for(timeout=PATIENCE_MS)
@@ -152,7 +186,7 @@ def test_lesson_diagram_renders_offline(lab):
     outside = []
     with _browser() as page:
         _refuse_outside(page, outside)
-        page.goto(f"{lab}/lab/tree/04_attention.ipynb")
+        page.goto(lab.tree("04_attention.ipynb"))
         image = page.locator(f'img[alt^="{DIAGRAM_ALT}"]')
         image.wait_for(state="attached", timeout=PATIENCE_MS)
         image.scroll_into_view_if_needed(timeout=PATIENCE_MS)
@@ -170,7 +204,7 @@ def test_lesson_diagram_renders_offline(lab):
 def test_the_last_cell_grades_the_notebook_open_in_jupyterlab(lab):
     """Run All in a real JupyterLab: the self-grade cell finds the saved notebook through the kernel's session."""
     with _browser() as page:
-        page.goto(f"{lab}/lab/tree/{quote(SAVED_AS)}")
+        page.goto(lab.tree(SAVED_AS))
         page.locator(".jp-Notebook").first.wait_for(timeout=PATIENCE_MS)
         page.get_by_text("| Idle").first.wait_for(timeout=PATIENCE_MS)  # the status bar: the kernel is up
         page.get_by_role("menuitem", name="Run", exact=True).click()
@@ -187,7 +221,7 @@ def test_run_all_on_a_fresh_lesson_reaches_the_last_cell(lab):
     """Run All in a real JupyterLab on an untouched student version: each failing check shows its message and
     the run goes on to the last cell, whose self-grade gives the unfinished exercises 0."""
     with _browser() as page:
-        page.goto(f"{lab}/lab/tree/{quote(FRESH)}")
+        page.goto(lab.tree(FRESH))
         page.locator(".jp-Notebook").first.wait_for(timeout=PATIENCE_MS)
         page.get_by_text("| Idle").first.wait_for(timeout=PATIENCE_MS)
         page.get_by_role("menuitem", name="Run", exact=True).click()
@@ -220,12 +254,12 @@ def _run_cell(page, containing: str) -> None:
     page.keyboard.press("Shift+Enter")
 
 
-def test_the_last_cell_asks_to_save_before_it_grades_an_answer_that_was_only_run(lab, tmp_path):
+def test_the_last_cell_asks_to_save_before_it_grades_an_answer_that_was_only_run(lab):
     """A correct answer written and run but not saved: the self-grade cell says to save first (it used to grade
     the file on disk: 0 points, "not written yet"); after Ctrl+S, the same cell gives the exercise its points."""
     answer = next(c.source for c in solved("00_welcome").cells if grade_id(c) == "count_characters")
     with _browser() as page:
-        page.goto(f"{lab}/lab/tree/{quote(UNSAVED)}")
+        page.goto(lab.tree(UNSAVED))
         page.locator(".jp-Notebook").first.wait_for(timeout=PATIENCE_MS)
         page.get_by_text("| Idle").first.wait_for(timeout=PATIENCE_MS)
         _run_cell(page, "start_lesson(")  # the set-up cell
@@ -240,10 +274,10 @@ def test_the_last_cell_asks_to_save_before_it_grades_an_answer_that_was_only_run
             page.get_by_text("your saved notebook differs from what you ran in count_characters").first.wait_for(
                 timeout=PATIENCE_MS
             )
-            assert "raise NotImplementedError" in _saved_answer(tmp_path / UNSAVED)  # nothing saved it meanwhile
+            assert "raise NotImplementedError" in _saved_answer(lab.root / UNSAVED)  # nothing saved it meanwhile
             page.keyboard.press("Control+s")
             for _ in range(120):
-                if "raise NotImplementedError" not in _saved_answer(tmp_path / UNSAVED):
+                if "raise NotImplementedError" not in _saved_answer(lab.root / UNSAVED):
                     break
                 time.sleep(0.5)
             _run_cell(page, 'grade_this_notebook("00_welcome")')
