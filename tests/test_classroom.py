@@ -103,6 +103,18 @@ def test_the_kernel_skips_the_import_and_binds_no_name():
     assert nb.cells[0].outputs[0]["text"].strip() == "None False"
 
 
+def test_a_lessons_set_up_skips_the_import_and_altair_still_validates_charts():
+    code = (
+        "import sys\nfrom course_lib.lesson import start_lesson\nstart_lesson('00_welcome')\n"
+        "import altair as alt, pandas as pd\n"
+        "chart = alt.Chart(pd.DataFrame({'x': [1, 2]})).mark_line().encode(x='x:Q', y='x:Q')\n"
+        "print(sys.modules['rfc3987_syntax'], sorted(chart.to_dict()['encoding']))\n"
+        "try:\n    alt.Chart(pd.DataFrame({'x': [1]})).mark_line().encode(x=alt.X('x:Q', bin='yes')).to_dict()\n"
+        "except Exception as exc:\n    print(type(exc).__name__)"
+    )
+    assert _python(code).splitlines() == ["None ['x', 'y']", "SchemaValidationError"]
+
+
 def test_config_keeps_grading_when_the_kernel_dies_and_wraps_feedback():
     config = runpy.run_path(str(ROOT / "nbgrader_config.py"), init_globals={"get_config": _Config})["c"]
     autograde = [p.__name__ for p in config["Autograde"]["autograde_preprocessors"]]

@@ -1,12 +1,15 @@
-"""Start-up time cut from the processes grading starts: nothing here changes what is graded.
+"""Start-up time cut from the processes grading starts and from a lesson's kernel: nothing here changes what is
+graded or shown.
 
 Measured on the course machine (2 cores): importing `rfc3987_syntax` takes about 2.4 s, because it builds 38
 parsers on import. Nothing the course does needs it: `jsonschema` (pulled in by nbformat and altair) imports it
 only to check the "iri" string format, which no notebook schema and no chart of the course uses, and
 `jsonschema` carries on without that one check when the import fails. Every nbgrader process the course starts
-and every kernel that runs a submission would otherwise pay those seconds, so both skip the import:
+and every kernel that runs a submission would otherwise pay those seconds, and so would every lesson a learner
+opens (its set-up cell imports altair), so all of them skip the import:
 
-- `skip_slow_imports()` in a process we start (`course.run_nbgrader`, the class workers);
+- `skip_slow_imports()` in a process we start (`course.run_nbgrader`, the class workers) and in a lesson's set-up
+  cell (`lesson.start_lesson`, before it imports altair);
 - `KERNEL_ARGUMENTS` for the kernels nbgrader starts (`Execute.extra_arguments` in `notebooks/nbgrader_config.py`).
 
 And nbgrader, making a new gradebook, asks a second interpreter for its schema's version (`alembic heads`: about
