@@ -84,7 +84,7 @@ def start_lesson(
     where your copies of earlier lessons are; the Drive is mounted (Colab asks for your permission) and `your_code`
     looks there. If you decline or the mount fails, the lesson goes on with the course's classes and says so.
     """
-    from course_lib.workflow.startup import skip_slow_imports
+    from course_lib.workflow.slow_imports import skip_slow_imports
 
     skip_slow_imports()  # before altair (below) imports jsonschema: 1.3 s of a lesson's start on a 2-core machine
     import torch

@@ -15,7 +15,8 @@
 - `instructor`: `make nbgrader` with the commands that would do harm in the course folder refused and explained,
   and `make feedback` (each student's feedback in a folder of their own); `handout`: what students get
   (`make handout`), without instructor sources or hidden tests.
-- `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts.
+- `startup`: seconds of unused imports cut from every nbgrader process and kernel that grading starts, and from
+  a lesson's set-up cell (`slow_imports`: the switch, without nbgrader, which a lesson's runtime does not install).
 - `trusted`: verdicts a learner's code cannot touch — each answer runs in a process of its own (the sandbox of
   `course_lib.grading.kit`), only plain data comes back, and the checks compare on the grader's side.
 - `kernels`: the kernels that run a submission's code are confined (`course_lib.grading.kit.confine`: a memory

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import sys
 
+from course_lib.workflow.slow_imports import SLOW_OPTIONAL_IMPORTS, skip_slow_imports
+
 __all__ = [
     "KERNEL_ARGUMENTS",
     "PEAK_MEMORY",
@@ -31,20 +33,11 @@ __all__ = [
     "skip_slow_imports",
 ]
 
-# Optional imports of third-party packages that cost seconds and that grading never uses.
-SLOW_OPTIONAL_IMPORTS = ("rfc3987_syntax",)
-
 _SKIP = "; ".join(f"__import__('sys').modules.setdefault({name!r}, None)" for name in SLOW_OPTIONAL_IMPORTS)
 
 # nbgrader's own default (no IPython history file) plus the skipped imports, run before the notebook's first
 # cell without binding any name in the notebook's namespace.
 KERNEL_ARGUMENTS = ["--HistoryManager.hist_file=:memory:", f"--IPKernelApp.exec_lines={_SKIP}"]
-
-
-def skip_slow_imports() -> None:
-    """Make `import rfc3987_syntax` fail fast (ImportError) in this process; its importers treat it as optional."""
-    for name in SLOW_OPTIONAL_IMPORTS:
-        sys.modules.setdefault(name, None)
 
 
 def schema_version() -> str:
