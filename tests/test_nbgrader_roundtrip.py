@@ -1,7 +1,8 @@
 """Real nbgrader runs on temporary copies of the course (docs/ARCHITECTURE.md, "Trusted grading").
 
-One class per lesson goes through generate_assignment → autograde → generate_feedback. Every lesson's class has
-these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
+Every lesson's class goes through generate_assignment → autograde → generate_feedback: the BATTERY lessons' in a
+course each, the other lessons' together in one course, each command run once for all of them (`"*"`). Every
+lesson's class has these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
 exercise left as released, the reference answers elsewhere). The grading machinery that does not depend on the
 lesson — restoring tampered cells, containing a hostile answer, time limits, broken files — is exercised in full on
 the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also tries to rewrite the
@@ -10,8 +11,7 @@ time), dynamic (correct answers written with getattr, setattr and vars), blank (
 tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted), loop (an answer cell
 that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). (tests/test_trusted.py
 grades hostile answers of every lesson, and every lesson's reference answers, the trusted way without nbgrader.)
-The self-grading command is checked on its own too. Each lesson's class runs on one xdist worker (one gradebook per
-class). The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .`
+The self-grading command is checked on its own too. Each course runs on one xdist worker (one gradebook each). The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .`
 would import the instructor's checkout, so the hostile student's write lands in a copy, never in this checkout
 (with Landlock the sandbox's write is refused; without, the grader puts the file back). By default
 nbgrader_config.py runs no cell in a kernel: the hostile answer runs only in its sandbox, where what it tries is
@@ -301,25 +301,47 @@ def _other_lesson(lesson: str) -> str:
     return next((other for other in LESSONS if other != lesson), "00_welcome")
 
 
-# Lessons whose classes get every hostile and broken submission (the machinery is the same for every lesson).
+# Lessons whose classes get every hostile and broken submission (the machinery is the same for every lesson); each
+# has a class of its own. The other lessons share one course, each nbgrader command run once for all of them
+# (`generate_assignment "*"`, `autograde "*"`, `generate_feedback "*"`), as an instructor may run them.
 BATTERY = ("00_welcome", "04_attention")
+SHARED = "shared"
 _classes: dict[str, tuple] = {}
 
 
 def _build_class(lesson: str, tmp_path_factory) -> tuple:
-    """Grade the lesson's class once per worker; both fixtures below share it."""
-    if lesson in _classes:
-        return _classes[lesson]
-    course = tmp_path_factory.mktemp(f"class-{lesson}")
-    library = course.parent / f"lib-{lesson}"
+    """Grade the lesson's class once per worker (the shared course once for all its lessons); both fixtures below
+    share it."""
+    key = lesson if lesson in BATTERY else SHARED
+    if key not in _classes:
+        _classes[key] = _grade(key, [lesson] if lesson in BATTERY else [x for x in LESSONS if x not in BATTERY],
+                               tmp_path_factory)  # fmt: skip
+    return (lesson, *_classes[key])
+
+
+def _grade(key: str, lessons: list[str], tmp_path_factory) -> tuple:
+    course = tmp_path_factory.mktemp(f"class-{key}")
+    library = course.parent / f"lib-{key}"
     shutil.copytree(ROOT.parent / "course_lib", library / "course_lib", ignore=shutil.ignore_patterns("__pycache__"))
     (library / "data").symlink_to(ROOT.parent / "data")
     env = {"PYTHONPATH": str(library)}
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / lesson, course / "source" / lesson)
-    result = _nbgrader(["generate_assignment", lesson, "--force"], course, env)
+    for lesson in lessons:
+        shutil.copytree(ROOT / "source" / lesson, course / "source" / lesson)
+    assignment = lessons[0] if len(lessons) == 1 else "*"
+    result = _nbgrader(["generate_assignment", assignment, "--force"], course, env)
     assert result.returncode == 0, result.stderr
 
+    for lesson in lessons:
+        _submit_class(course, lesson)
+    # The course's own per-cell limit (nbgrader_config.py, 60 s) stops the loop. A shorter one would save the loop's
+    # wait but hold every honest cell of every student to it: the set-up cell's imports alone took 10 s at load 8.
+    autograde = _nbgrader(["autograde", assignment], course, env)
+    feedback = _nbgrader(["generate_feedback", assignment], course, env)
+    return course, autograde, feedback, library
+
+
+def _submit_class(course: Path, lesson: str) -> None:
     blank = read(release_path(lesson))
     full = solved(lesson)
     wrong_name, wrong_code, _ = ONE_WRONG[lesson]
@@ -342,13 +364,6 @@ def _build_class(lesson: str, tmp_path_factory) -> tuple:
         _submit(course, "malformed", lesson, raw="{ this is not a notebook")
         _submit(course, "wrong_lesson", lesson, read(release_path(_other_lesson(lesson))))
 
-    # The course's own per-cell limit (nbgrader_config.py, 60 s) stops the loop. A shorter one would save the loop's
-    # wait but hold every honest cell of every student to it: the set-up cell's imports alone took 10 s at load 8.
-    autograde = _nbgrader(["autograde", lesson], course, env)
-    feedback = _nbgrader(["generate_feedback", lesson], course, env)
-    _classes[lesson] = lesson, course, autograde, feedback, library
-    return _classes[lesson]
-
 
 def _unwritten(lesson: str) -> str:
     """The exercise the mixed student leaves as released: the first one that is not the known mistake's."""
@@ -356,7 +371,8 @@ def _unwritten(lesson: str) -> str:
 
 
 def _class_params(lessons):
-    return [pytest.param(lesson, marks=pytest.mark.xdist_group(f"class-{lesson}")) for lesson in lessons]
+    groups = {lesson: f"class-{lesson if lesson in BATTERY else SHARED}" for lesson in lessons}
+    return [pytest.param(lesson, marks=pytest.mark.xdist_group(groups[lesson])) for lesson in lessons]
 
 
 @pytest.fixture(scope="module", params=_class_params(LESSONS))
@@ -494,7 +510,7 @@ def test_feedback_never_shows_hidden_tests(graded_class):
     assert feedback.returncode == 0, feedback.stderr
     lines = hidden_lines(lesson)
     assert lines
-    files = list((course / "feedback").rglob("*.html"))
+    files = list((course / "feedback").glob(f"*/{lesson}/*.html"))
     assert len(files) >= (5 if lesson in BATTERY else 2)
     for path in files:
         text = html.unescape(path.read_text(encoding="utf-8"))
