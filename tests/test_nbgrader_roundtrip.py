@@ -2,18 +2,19 @@
 
 Every lesson's class goes through generate_assignment → autograde → generate_feedback: the BATTERY lessons' in a
 course each, the other lessons' together in one course, each command run once for all of them (`"*"`). Every
-lesson's class has these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one exercise, another
-exercise left as released, the reference answers elsewhere). The grading machinery that does not depend on the
-lesson — restoring tampered cells, containing a hostile answer, time limits, broken files — is exercised in full on
-the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also tries to rewrite the
-grader on disk, switch the from-scratch watcher off and patch the checks in its process, by names built at run
-time), dynamic (correct answers written with getattr, setattr and vars), blank (the student version untouched),
-tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted), loop (an answer cell
-that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook). (tests/test_trusted.py
-grades hostile answers of every lesson, and every lesson's reference answers, the trusted way without nbgrader.)
-The self-grading command is checked on its own too. Each course runs on one xdist worker (one gradebook each). The class imports its own copy of course_lib (PYTHONPATH), as a class installed with `pip install -e .`
-would import the instructor's checkout, so the hostile student's write lands in a copy, never in this checkout
-(with Landlock the sandbox's write is refused; without, the grader puts the file back). By default
+lesson's class has these students: full (reference answers pasted in) and mixed (the lesson's known mistake in one
+exercise, another exercise left as released, the reference answers elsewhere). The grading machinery that does not
+depend on the lesson — restoring tampered cells, containing a hostile answer, time limits, broken files — is
+exercised in full on the BATTERY lessons, whose classes also have: a_hostile (graded first: a wrong answer that also
+tries to rewrite the grader on disk, switch the from-scratch watcher off and patch the checks in its process, by
+names built at run time), dynamic (correct answers written with getattr, setattr and vars), blank (the student
+version untouched), tampered (one locked test cell rewritten to `pass`, another deleted, the set-up cell deleted),
+loop (an answer cell that never finishes), malformed (not JSON) and wrong_lesson (another lesson's notebook).
+(tests/test_trusted.py grades hostile answers of every lesson, and every lesson's reference answers, the trusted way
+without nbgrader.) The self-grading command is checked on its own too. Each course runs on one xdist worker (one
+gradebook each). The class imports its own copy of course_lib (PYTHONPATH), as a class installed with
+`pip install -e .` would import the instructor's checkout, so the hostile student's write lands in a copy, never in
+this checkout (with Landlock the sandbox's write is refused; without, the grader puts the file back). By default
 nbgrader_config.py runs no cell in a kernel: the hostile answer runs only in its sandbox, where what it tries is
 stopped.
 """
