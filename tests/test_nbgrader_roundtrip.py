@@ -306,14 +306,14 @@ def _other_lesson(lesson: str) -> str:
 # has a class of its own. The other lessons share one course, each nbgrader command run once for all of them
 # (`generate_assignment "*"`, `autograde "*"`, `generate_feedback "*"`), as an instructor may run them.
 BATTERY = ("00_welcome", "04_attention")
-SHARED = "shared"
+OTHERS = "others"  # the course of the lessons without the battery
 _classes: dict[str, tuple] = {}
 
 
 def _build_class(lesson: str, tmp_path_factory) -> tuple:
     """Grade the lesson's class once per worker (the shared course once for all its lessons); both fixtures below
     share it."""
-    key = lesson if lesson in BATTERY else SHARED
+    key = lesson if lesson in BATTERY else OTHERS
     if key not in _classes:
         _classes[key] = _grade(key, [lesson] if lesson in BATTERY else [x for x in LESSONS if x not in BATTERY],
                                tmp_path_factory)  # fmt: skip
@@ -372,7 +372,7 @@ def _unwritten(lesson: str) -> str:
 
 
 def _class_params(lessons):
-    groups = {lesson: f"class-{lesson if lesson in BATTERY else SHARED}" for lesson in lessons}
+    groups = {lesson: f"class-{lesson if lesson in BATTERY else OTHERS}" for lesson in lessons}
     return [pytest.param(lesson, marks=pytest.mark.xdist_group(groups[lesson])) for lesson in lessons]
 
 
