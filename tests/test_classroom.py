@@ -94,6 +94,20 @@ def test_without_read_schema_version_here_nbgrader_starts_alembic(tmp_path):  # 
     assert made.returncode != 0 and "alembic" in made.stderr
 
 
+def test_when_alembic_cannot_be_read_here_nbgraders_own_way_answers(monkeypatch):
+    import nbgrader.api
+
+    from course_lib.workflow import startup
+
+    def two_heads():
+        raise RuntimeError("multiple heads")
+
+    monkeypatch.setattr(nbgrader.api, "get_alembic_version", lambda: "asked alembic")
+    monkeypatch.setattr(startup, "schema_version", two_heads)
+    startup.read_schema_version_here()
+    assert nbgrader.api.get_alembic_version() == "asked alembic"
+
+
 def test_the_kernel_skips_the_import_and_binds_no_name():
     nb = nbformat.v4.new_notebook()
     nb.cells = [

@@ -23,7 +23,7 @@ def test_the_first_lessons_exist():
 @pytest.mark.slow
 def test_student_versions_are_up_to_date():
     # Regenerating with nbgrader changes nothing: sources are refreshed and release/ is what nbgrader writes (every
-    # lesson's, by one nbgrader process, as `make check` does).
+    # lesson's, by one nbgrader process, as `python -m course_lib check` does).
     assert stale_files() == []
 
 

@@ -311,12 +311,12 @@ _classes: dict[str, tuple] = {}
 
 
 def _build_class(lesson: str, tmp_path_factory) -> tuple:
-    """Grade the lesson's class once per worker (the shared course once for all its lessons); both fixtures below
+    """Grade the lesson's class once per worker (the others' course once for all its lessons); both fixtures below
     share it."""
     key = lesson if lesson in BATTERY else OTHERS
     if key not in _classes:
-        _classes[key] = _grade(key, [lesson] if lesson in BATTERY else [x for x in LESSONS if x not in BATTERY],
-                               tmp_path_factory)  # fmt: skip
+        lessons = [lesson] if lesson in BATTERY else [x for x in LESSONS if x not in BATTERY]
+        _classes[key] = _grade(key, lessons, tmp_path_factory)
     return (lesson, *_classes[key])
 
 
