@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def pytest_configure(config):
     # Kernel replies that zmq's poll did not announce (course_lib/workflow/kernels.py, WatchfulChannel) are written
     # to one file for the whole run; the xdist workers and what they start inherit its name.
     if not hasattr(config, "workerinput") and WAKEUP_LOG_ENV not in os.environ:
-        os.environ[WAKEUP_LOG_ENV] = str(Path(tempfile.mkdtemp(prefix="course-wakeups-")) / "missed.log")
+        config._wakeup_folder = tempfile.mkdtemp(prefix="course-wakeups-")  # removed when the run ends
+        os.environ[WAKEUP_LOG_ENV] = str(Path(config._wakeup_folder) / "missed.log")
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -43,3 +45,11 @@ def pytest_terminal_summary(terminalreporter, config):
         f"kernel replies read only when a 1 s poll ran out (zmq missed the wake-up): {len(lines)}"
         + "".join(f"\n  {line}" for line in lines[:20])
     )
+
+
+def pytest_unconfigure(config):
+    # The run's folder for that file, once the summary has read it (a folder named by whoever ran us stays theirs).
+    folder = getattr(config, "_wakeup_folder", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(WAKEUP_LOG_ENV, None)
