@@ -12,12 +12,6 @@ from pathlib import Path
 # were 9.4x slower per step than 1). So each worker computes on one thread, and so does every kernel and nbgrader
 # process it starts (they inherit OMP_NUM_THREADS). Set before torch is imported; an explicit setting wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# glibc hands a block over 32 MiB back to the kernel when it is freed, and the next allocation of that size is
-# faulted in and zeroed again: a model's logits over thousands of tokens pay that every step and every evaluation
-# (lesson 12's token ladder spent 28 s of its kernel's 227 s of CPU in the system, 1 s with this; the same user time).
-# Every process the tests start keeps blocks up to 512 MiB for reuse instead (read at its start by glibc; ignored
-# elsewhere). The results do not change, only where the memory comes from; an explicit setting wins.
-os.environ.setdefault("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=536870912:glibc.malloc.trim_threshold=1073741824")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

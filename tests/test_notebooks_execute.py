@@ -33,6 +33,12 @@ from tests.nbtools import LESSONS, execute, printed, read, release_path, solved_
 pytestmark = pytest.mark.slow
 ON_COLAB = {entry.id: entry.your_lessons for entry in manifest.LESSONS if entry.your_lessons}
 LESSON_05 = "05_multi_head_attention"  # every lesson of ON_COLAB runs the learner's attention
+# glibc hands a freed block over 32 MiB back to the system, and the next one is faulted in and zeroed again: logits
+# over thousands of tokens pay that at every step and evaluation (lesson 12's token ladder: 28 s of its kernel's
+# 227 s of CPU in the system, 1 s with this setting, the same user time). These kernels keep blocks up to 512 MiB for
+# reuse; the outputs do not change. Only here: kept memory counts against a memory limit (RLIMIT_DATA), so the
+# kernels that run under one — grading's, and tests/test_kernels.py's — run as a learner's do.
+REUSE_MEMORY = "glibc.malloc.mmap_threshold=536870912:glibc.malloc.trim_threshold=1073741824"
 # What else a lesson's run on Colab shows of the learner's classes (banners further down, what their model did).
 LEARNERS_CLASSES_RAN = {
     "07_encoder_decoder": test_lesson_07_your_layers.learners_classes_ran,
@@ -57,6 +63,7 @@ def executed(request, tmp_path_factory):
     # client stops the stall fresh clones hit now and then, where a finished cell's reply was read only once this
     # whole limit had run out. A run raises CellExecutionError naming the cell on the first error.
     with pytest.MonkeyPatch.context() as env:
+        env.setenv("GLIBC_TUNABLES", REUSE_MEMORY)  # read by each kernel's glibc when it starts; ignored elsewhere
         if lesson in ON_COLAB:
             content = make_content(tmp_path_factory.mktemp(f"colab-{lesson}"))
             # Lesson 05 saved twice: first a copy with nothing written in it, later the solved one (the one read).
