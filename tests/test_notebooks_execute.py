@@ -36,7 +36,7 @@ LESSON_05 = "05_multi_head_attention"  # every lesson of ON_COLAB runs the learn
 # glibc hands a freed block over 32 MiB back to the system, and the next one is faulted in and zeroed again: logits
 # over thousands of tokens pay that at every step and evaluation (lesson 12's token ladder: 28 s of its kernel's
 # 227 s of CPU in the system, 1 s with this setting, the same user time). These kernels keep blocks up to 512 MiB for
-# reuse; the outputs do not change. Only here: kept memory counts against a memory limit (RLIMIT_DATA), so the
+# reuse; the arithmetic does not change. Only here: kept memory counts against a memory limit (RLIMIT_DATA), so the
 # kernels that run under one — grading's, and tests/test_kernels.py's — run as a learner's do.
 REUSE_MEMORY = "glibc.malloc.mmap_threshold=536870912:glibc.malloc.trim_threshold=1073741824"
 # What else a lesson's run on Colab shows of the learner's classes (banners further down, what their model did).
